@@ -1,0 +1,58 @@
+"""The ``focus-ros`` command line: one subcommand per module in ``focus_ros.commands``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+#: subcommand name -> module in focus_ros.commands
+SUBCOMMANDS = {
+    "estimate": "estimate",
+    "simulate": "simulate",
+    "replay": "replay",
+    "evaluate": "evaluate",
+    "landscape": "landscape",
+}
+
+
+class UserError(Exception):
+    """An error caused by the user's input: printed as one line, without a traceback."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="focus-ros", description="Motion compensation for event cameras with focus losses.")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, module_name in SUBCOMMANDS.items():
+        try:
+            module = importlib.import_module(f"focus_ros.commands.{module_name}")
+        except ModuleNotFoundError as error:
+            if error.name == f"focus_ros.commands.{module_name}":
+                continue  # subcommand not written yet
+            raise
+        summary = (module.__doc__ or "").strip().splitlines()[0] if module.__doc__ else ""
+        sub = subparsers.add_parser(name, help=summary, description=module.__doc__)
+        module.add_arguments(sub)
+        sub.set_defaults(run=module.run)
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "run", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.run(args) or 0)
+    except (UserError, FileNotFoundError, ValueError) as error:
+        print(f"focus-ros {args.command}: error: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"focus-ros {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
