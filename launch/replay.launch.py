@@ -1,0 +1,37 @@
+"""Bag replay + angular velocity node + rviz.
+
+    ros2 launch focus_ros replay.launch.py bag:=/data/boxes_rotation.bag rate:=0.5
+
+Plays a ROS 1 bag of the Event Camera Dataset (or any ROS 1 / ROS 2 bag with
+dvs_msgs/EventArray or event_camera_msgs/EventPacket) onto its own topics, estimates the
+angular velocity and shows the images of warped events and the estimate in rviz.
+"""
+
+import os
+
+from ament_index_python.packages import get_package_share_directory
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument
+from launch.conditions import IfCondition
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+
+
+def generate_launch_description():
+    share = get_package_share_directory("focus_ros")
+    arguments = [
+        DeclareLaunchArgument("bag", description="ROS 1 .bag file or ROS 2 bag folder"),
+        DeclareLaunchArgument("rate", default_value="1.0", description="replay rate factor (1 = real time)"),
+        DeclareLaunchArgument("events", default_value="/dvs/events", description="event topic in the bag"),
+        DeclareLaunchArgument("params_file", default_value=os.path.join(share, "config", "davis240c.yaml")),
+        DeclareLaunchArgument("rviz", default_value="true", description="start rviz2"),
+    ]
+    replay = Node(package="focus_ros", executable="replay_node", name="replay_node", output="screen",
+                  parameters=[{"bag": LaunchConfiguration("bag"), "rate": LaunchConfiguration("rate")}])
+    estimator = Node(package="focus_ros", executable="angular_velocity_node", name="angular_velocity_node",
+                     output="screen", parameters=[LaunchConfiguration("params_file")],
+                     remappings=[("events", LaunchConfiguration("events"))])
+    rviz = Node(package="rviz2", executable="rviz2", name="rviz2",
+                arguments=["-d", os.path.join(share, "config", "focus.rviz")],
+                condition=IfCondition(LaunchConfiguration("rviz")))
+    return LaunchDescription(arguments + [replay, estimator, rviz])
