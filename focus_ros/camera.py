@@ -69,3 +69,150 @@ class Calibration:
     def camera_matrix(self) -> np.ndarray:
         """The 3x3 intrinsic matrix K (px)."""
         return np.array([[self.fx, 0.0, self.cx], [0.0, self.fy, self.cy], [0.0, 0.0, 1.0]])
+
+    # ------------------------------------------------------------------ extensions
+
+    @classmethod
+    def from_camera_info(cls, k, d, width: int, height: int) -> "Calibration":
+        """Build from a ROS ``sensor_msgs/CameraInfo``: k (9 numbers, row-major K in px),
+        d (plumb-bob distortion k1 k2 p1 p2 [k3]; shorter lists are zero-padded)."""
+        k = [float(v) for v in k]
+        if len(k) != 9:
+            raise ValueError(f"camera_info K must have 9 numbers, found {len(k)}")
+        d = [float(v) for v in d]
+        if len(d) > 5:
+            if any(v != 0.0 for v in d[5:]):
+                raise ValueError(f"camera_info D has {len(d)} coefficients: only plumb_bob "
+                                 "(k1 k2 p1 p2 k3) is supported")
+            d = d[:5]
+        if k[0] <= 0 or k[4] <= 0:
+            raise ValueError(f"camera_info K has non-positive focal length: fx {k[0]}, fy {k[4]}")
+        if int(width) <= 0 or int(height) <= 0:
+            raise ValueError(f"camera_info size must be positive, got {width}x{height}")
+        distortion = tuple(d) + (0.0,) * (5 - len(d))
+        return cls(int(width), int(height), k[0], k[4], k[2], k[5], distortion=distortion)
+
+    @classmethod
+    def from_yaml(cls, path) -> "Calibration":
+        """Read a ROS camera-calibration YAML file (the ``camera_calibration_parsers``
+        layout: image_width, image_height, camera_matrix.data, distortion_coefficients.data).
+
+        Raises FileNotFoundError or ValueError naming the file and the missing key.
+        """
+        import yaml
+
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"calibration file not found: {path}")
+        try:
+            content = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as error:
+            raise ValueError(f"{path}: not valid YAML ({str(error).splitlines()[0]})") from None
+        if not isinstance(content, dict):
+            raise ValueError(f"{path}: expected a mapping with image_width, image_height, camera_matrix")
+        for key in ("image_width", "image_height", "camera_matrix"):
+            if key not in content:
+                raise ValueError(f"{path}: missing key '{key}'")
+        model = content.get("distortion_model", "plumb_bob")
+        if model not in ("plumb_bob", "radtan", "radial-tangential"):
+            raise ValueError(f"{path}: distortion_model '{model}' is not supported (plumb_bob only)")
+        try:
+            k = content["camera_matrix"]["data"]
+            d = (content.get("distortion_coefficients") or {}).get("data", [])
+            return cls.from_camera_info(k, d, content["image_width"], content["image_height"])
+        except (TypeError, KeyError) as error:
+            raise ValueError(f"{path}: malformed camera_matrix/distortion_coefficients ({error})") from None
+        except ValueError as error:
+            raise ValueError(f"{path}: {error}") from None
+
+    def to_yaml(self, path=None, camera_name: str = "event_camera") -> str:
+        """The calibration as ROS camera-calibration YAML; written to ``path`` if given."""
+        import yaml
+
+        k = self.camera_matrix.ravel().tolist()
+        content = {
+            "image_width": int(self.width),
+            "image_height": int(self.height),
+            "camera_name": camera_name,
+            "camera_matrix": {"rows": 3, "cols": 3, "data": k},
+            "distortion_model": "plumb_bob",
+            "distortion_coefficients": {"rows": 1, "cols": 5,
+                                        "data": [float(v) for v in self.distortion]},
+        }
+        text = yaml.safe_dump(content, sort_keys=False)
+        if path is not None:
+            Path(path).write_text(text)
+        return text
+
+    def distort(self, normalized: np.ndarray) -> np.ndarray:
+        """Apply the radial-tangential distortion to normalized coordinates (..., 2)
+        (x/z, y/z, dimensionless); returns distorted normalized coordinates (OpenCV model)."""
+        k1, k2, p1, p2, k3 = self.distortion
+        x = normalized[..., 0]
+        y = normalized[..., 1]
+        r2 = x * x + y * y
+        radial = 1.0 + r2 * (k1 + r2 * (k2 + r2 * k3))
+        xd = x * radial + 2.0 * p1 * x * y + p2 * (r2 + 2.0 * x * x)
+        yd = y * radial + p1 * (r2 + 2.0 * y * y) + 2.0 * p2 * x * y
+        return np.stack([xd, yd], axis=-1)
+
+    def project(self, points: np.ndarray, distort: bool = True) -> np.ndarray:
+        """Project 3-D points (..., 3) in the camera frame (x right, y down, z forward)
+        to pixels (..., 2) (px). With ``distort=False`` the pinhole alone (the undistorted
+        image plane where images of warped events live)."""
+        points = np.asarray(points, dtype=np.float64)
+        normalized = points[..., :2] / points[..., 2:3]
+        if distort:
+            normalized = self.distort(normalized)
+        return np.stack([self.fx * normalized[..., 0] + self.cx,
+                         self.fy * normalized[..., 1] + self.cy], axis=-1)
+
+    def undistort_pixels(self, pixels: np.ndarray, iterations: int = 20) -> np.ndarray:
+        """Undistorted normalized coordinates (x/z, y/z) of distorted pixels (..., 2) (px).
+
+        Starts from OpenCV's ``undistortPoints`` and refines with Gauss-Newton on the
+        distortion model, so that ``distort`` maps the result back to the pixel within
+        about 1e-9 px even in the corners of strongly distorted lenses.
+        """
+        import cv2
+
+        pixels = np.asarray(pixels, dtype=np.float64)
+        shape = pixels.shape
+        flat = pixels.reshape(-1, 1, 2)
+        normalized = cv2.undistortPoints(flat, self.camera_matrix,
+                                         np.asarray(self.distortion, dtype=np.float64)).reshape(-1, 2)
+        target = np.stack([(flat[:, 0, 0] - self.cx) / self.fx,
+                           (flat[:, 0, 1] - self.cy) / self.fy], axis=-1)
+        step = 1e-7
+        for _ in range(iterations):
+            residual = self.distort(normalized) - target
+            if np.max(np.abs(residual)) < 1e-13:
+                break
+            # 2x2 Jacobian of the distortion, by central differences (smooth polynomial)
+            dx = (self.distort(normalized + [step, 0.0]) - self.distort(normalized - [step, 0.0])) / (2 * step)
+            dy = (self.distort(normalized + [0.0, step]) - self.distort(normalized - [0.0, step])) / (2 * step)
+            determinant = dx[:, 0] * dy[:, 1] - dy[:, 0] * dx[:, 1]
+            normalized = normalized - np.stack(
+                [(dy[:, 1] * residual[:, 0] - dy[:, 0] * residual[:, 1]) / determinant,
+                 (-dx[:, 1] * residual[:, 0] + dx[:, 0] * residual[:, 1]) / determinant], axis=-1)
+        return normalized.reshape(shape)
+
+    def bearing_lut(self) -> np.ndarray:
+        """Undistorted normalized coordinates (x/z, y/z) of every pixel: (height, width, 2)
+        float64, C-contiguous. Entry [y, x] is the bearing (x/z, y/z, 1) of pixel (x, y).
+
+        Computed once per calibration (cached) so that events are undistorted by a
+        table look-up, not per event per iteration.
+        """
+        cached = _BEARING_LUT_CACHE.get(self)
+        if cached is None:
+            columns, rows = np.meshgrid(np.arange(self.width, dtype=np.float64),
+                                        np.arange(self.height, dtype=np.float64))
+            cached = np.ascontiguousarray(self.undistort_pixels(np.stack([columns, rows], axis=-1)))
+            cached.setflags(write=False)
+            _BEARING_LUT_CACHE[self] = cached
+        return cached
+
+
+#: bearing look-up tables by calibration (Calibration is frozen, hence hashable)
+_BEARING_LUT_CACHE: dict = {}
