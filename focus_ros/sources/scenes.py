@@ -1,0 +1,252 @@
+"""Scenes for the event-camera simulator: procedural textures and the geometry rays hit.
+
+Two kinds of scene, both defined in the world frame (z up) and both storing
+**log intensity** ``log(intensity + LOG_OFFSET)`` (intensity in [0, 1]), sampled bilinearly:
+
+- :class:`PanoramaScene`: a scene at infinity (pure rotation), a cube map: six
+  square textures on the faces of a cube centred on the camera, like a room whose
+  walls are infinitely far away. A viewing direction picks the face of its largest
+  component; the face corners are the room's edges.
+- :class:`PlanarScene`: textured rectangles at known positions (a back wall with
+  panels in front), ray-cast per pixel for the 6-DoF simulator; gives depth too.
+
+Textures are generated deterministically from a seed (:func:`procedural_texture`):
+boxes, blobs and lines of several sizes and contrasts on a smooth background,
+anti-aliased (drawn at twice the resolution, then area-averaged and slightly blurred)
+so that sampling them does not flicker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+from numba import njit
+
+#: offset added to the intensity (in [0, 1]) before taking the log, so black is finite
+LOG_OFFSET = 0.03
+
+
+def procedural_texture(height: int, width: int, rng: np.random.Generator,
+                       shapes_per_megapixel: float = 120.0, smallest_px: float = 4.0,
+                       largest_px: float = 120.0) -> np.ndarray:
+    """A (height, width) float32 texture of intensity in [0, 1]: boxes, blobs and lines.
+
+    Shape sizes (texels) are log-uniform between ``smallest_px`` and ``largest_px``,
+    intensities uniform in [0.02, 1]; ``shapes_per_megapixel`` sets the edge density
+    and therefore the event rate. Deterministic for a given ``rng`` state.
+    """
+    scale = 2  # draw at twice the resolution, then area-average: anti-aliased edges
+    canvas_h, canvas_w = height * scale, width * scale
+    background = rng.uniform(0.25, 0.6)
+    gradient = cv2.resize(rng.uniform(-0.15, 0.15, (4, 4)).astype(np.float32), (canvas_w, canvas_h),
+                          interpolation=cv2.INTER_CUBIC)
+    canvas = np.full((canvas_h, canvas_w), background, np.float32) + gradient
+    count = max(1, int(round(shapes_per_megapixel * height * width / 1e6)))
+    for _ in range(count):
+        size = scale * float(np.exp(rng.uniform(np.log(smallest_px), np.log(largest_px))))
+        centre = (rng.uniform(0, canvas_w), rng.uniform(0, canvas_h))
+        value = float(rng.uniform(0.02, 1.0))
+        kind = rng.integers(0, 3)
+        if kind == 0:  # box, possibly rotated
+            box = ((centre[0], centre[1]), (size, size * rng.uniform(0.3, 1.0)), rng.uniform(0, 180))
+            cv2.fillPoly(canvas, [np.round(cv2.boxPoints(box) * 16).astype(np.int32)], value,
+                         lineType=cv2.LINE_8, shift=4)
+        elif kind == 1:  # blob (ellipse)
+            axes = (max(1, int(size / 2)), max(1, int(size / 2 * rng.uniform(0.4, 1.0))))
+            cv2.ellipse(canvas, (int(centre[0]), int(centre[1])), axes, rng.uniform(0, 180), 0, 360,
+                        value, thickness=-1)
+        else:  # line
+            angle = rng.uniform(0, np.pi)
+            half = size * np.array([np.cos(angle), np.sin(angle)])
+            start = np.round(np.array(centre) - half).astype(int)
+            end = np.round(np.array(centre) + half).astype(int)
+            thickness = max(1, int(rng.uniform(1, max(2, size / 12))))
+            cv2.line(canvas, tuple(int(v) for v in start), tuple(int(v) for v in end), value, thickness)
+    texture = cv2.resize(canvas, (width, height), interpolation=cv2.INTER_AREA)
+    texture = cv2.GaussianBlur(texture, (0, 0), 0.6)
+    return np.clip(texture, 0.0, 1.0).astype(np.float32)
+
+
+def log_intensity(intensity: np.ndarray) -> np.ndarray:
+    """log(intensity + LOG_OFFSET) as float32 (intensity in [0, 1])."""
+    return np.log(intensity.astype(np.float32) + np.float32(LOG_OFFSET)).astype(np.float32)
+
+
+# ----------------------------------------------------------------------------- panorama
+
+
+@dataclass(frozen=True)
+class PanoramaScene:
+    """A textured scene at infinity: a cube map of log intensity, faces (6, size, size) float32.
+
+    Face order +x, -x, +y, -y, +z, -z (world frame). On face with major axis a, the
+    texture coordinates are the two other components divided by |d_a| (in [-1, 1]).
+    """
+
+    faces: np.ndarray
+
+    @classmethod
+    def generate(cls, seed: int, face_size: int = 512, shapes_per_megapixel: float = 120.0) -> "PanoramaScene":
+        """A deterministic room of six procedurally textured walls (0.18 deg per texel at 512)."""
+        rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5CE4E]))
+        faces = np.stack([log_intensity(procedural_texture(face_size, face_size, rng, shapes_per_megapixel))
+                          for _ in range(6)])
+        return cls(np.ascontiguousarray(faces))
+
+    def log_intensity(self, directions: np.ndarray) -> np.ndarray:
+        """Log intensity seen along world directions (..., 3) (any length, not necessarily unit)."""
+        flat = np.ascontiguousarray(directions.reshape(-1, 3), dtype=np.float64)
+        out = np.empty(len(flat), np.float32)
+        for i in range(len(flat)):
+            out[i] = sample_cube_map(self.faces, flat[i, 0], flat[i, 1], flat[i, 2])
+        return out.reshape(directions.shape[:-1])
+
+
+@njit(cache=True, nogil=True)
+def sample_bilinear(texture, row, col):
+    """Bilinear sample of a 2-D texture at fractional (row, col) texel coordinates, edges clamped."""
+    height, width = texture.shape
+    row = min(max(row, 0.0), height - 1.000001)
+    col = min(max(col, 0.0), width - 1.000001)
+    r0 = int(row)
+    c0 = int(col)
+    fr = row - r0
+    fc = col - c0
+    top = texture[r0, c0] * (1.0 - fc) + texture[r0, c0 + 1] * fc
+    bottom = texture[r0 + 1, c0] * (1.0 - fc) + texture[r0 + 1, c0 + 1] * fc
+    return top * (1.0 - fr) + bottom * fr
+
+
+@njit(cache=True, nogil=True)
+def sample_cube_map(faces, dx, dy, dz):
+    """Log intensity of the cube map along the world direction (dx, dy, dz)."""
+    ax, ay, az = abs(dx), abs(dy), abs(dz)
+    if ax >= ay and ax >= az:
+        face = 0 if dx > 0 else 1
+        u, v, m = dy / ax, dz / ax, ax
+    elif ay >= az:
+        face = 2 if dy > 0 else 3
+        u, v, m = dx / ay, dz / ay, ay
+    else:
+        face = 4 if dz > 0 else 5
+        u, v, m = dx / az, dy / az, az
+    size = faces.shape[1]
+    col = (u + 1.0) * 0.5 * size - 0.5
+    row = (v + 1.0) * 0.5 * size - 0.5
+    return sample_bilinear(faces[face], row, col)
+
+
+# ----------------------------------------------------------------------------- planes
+
+
+@dataclass(frozen=True)
+class TexturedPlane:
+    """A textured rectangle in the world frame (m).
+
+    origin: centre (3,); axis_u, axis_v: orthonormal in-plane directions (3,);
+    half_size: (half extent along u, along v) in m, ``inf`` for an unbounded plane
+    (its texture then repeats); texels_per_metre: texture resolution;
+    texture: (rows, cols) float32 log intensity, row along v, column along u.
+    """
+
+    origin: np.ndarray
+    axis_u: np.ndarray
+    axis_v: np.ndarray
+    half_size: tuple
+    texels_per_metre: float
+    texture: np.ndarray
+
+    @property
+    def normal(self) -> np.ndarray:
+        return np.cross(self.axis_u, self.axis_v)
+
+
+@dataclass(frozen=True)
+class PlanarScene:
+    """Textured planes, packed into flat arrays for the ray caster.
+
+    geometry: (P, 14) float64 rows ``origin(3) axis_u(3) axis_v(3) normal(3) half_u half_v``;
+    textures: (P, R, C) float32 log intensity (all the same size); texels_per_metre: (P,).
+    The ray caster takes the nearest plane hit in front of the camera.
+    """
+
+    planes: tuple
+    geometry: np.ndarray
+    textures: np.ndarray
+    texels_per_metre: np.ndarray
+
+    @classmethod
+    def from_planes(cls, planes) -> "PlanarScene":
+        planes = tuple(planes)
+        shapes = {p.texture.shape for p in planes}
+        if len(shapes) != 1:
+            raise ValueError(f"all plane textures must have the same size, got {sorted(shapes)}")
+        geometry = np.array([np.concatenate([p.origin, p.axis_u, p.axis_v, p.normal, p.half_size])
+                             for p in planes], np.float64)
+        return cls(planes, geometry, np.ascontiguousarray(np.stack([p.texture for p in planes])),
+                   np.array([p.texels_per_metre for p in planes], np.float64))
+
+    @classmethod
+    def boxes_in_front_of_wall(cls, seed: int, wall_distance_m: float = 4.0,
+                               texture_size: int = 512) -> "PlanarScene":
+        """A wall at x = wall_distance_m (unbounded, facing -x), three panels in front.
+
+        Panels: fronto-parallel at x = 1.6, 2.4 m and one slanted by 40 deg about the
+        vertical at about 3.0 m, each about 1 m wide. The camera of the 6-DoF preset
+        sits near the origin looking along +x.
+        """
+        rng = np.random.default_rng(np.random.SeedSequence([seed, 0x91A4E]))
+
+        def texture():
+            return log_intensity(procedural_texture(texture_size, texture_size, rng, 90.0))
+
+        y_axis, z_axis = np.array([0.0, 1.0, 0.0]), np.array([0.0, 0.0, 1.0])
+        # facing -x (towards the camera): u = +y ... choose u, v so that normal = u x v = -x
+        u_front, v_front = -y_axis, z_axis  # (-y) x z = -x
+        planes = [TexturedPlane(np.array([wall_distance_m, 0.0, 0.0]), u_front, v_front,
+                                (np.inf, np.inf), texture_size / 3.0, texture()),
+                  TexturedPlane(np.array([1.6, 0.45, -0.2]), u_front, v_front, (0.35, 0.3),
+                                texture_size / 0.7, texture()),
+                  TexturedPlane(np.array([2.4, -0.6, 0.25]), u_front, v_front, (0.5, 0.4),
+                                texture_size / 1.0, texture())]
+        angle = np.deg2rad(40.0)
+        slanted_u = np.array([np.sin(angle), -np.cos(angle), 0.0])  # rotated -y about z
+        planes.append(TexturedPlane(np.array([3.0, 1.4, 0.1]), slanted_u, z_axis, (0.5, 0.5),
+                                    texture_size / 1.0, texture()))
+        return cls.from_planes(planes)
+
+
+@njit(cache=True, nogil=True)
+def cast_ray(geometry, textures, texels_per_metre, ox, oy, oz, dx, dy, dz):
+    """(log intensity, ray parameter s) of the nearest plane hit by origin + s * direction.
+
+    s > 0 is in units of the direction's length; s = inf and log intensity of
+    LOG_OFFSET (black) when nothing is hit.
+    """
+    best_s = np.inf
+    best_value = np.log(LOG_OFFSET)
+    rows, cols = textures.shape[1], textures.shape[2]
+    for k in range(geometry.shape[0]):
+        g = geometry[k]
+        denominator = g[9] * dx + g[10] * dy + g[11] * dz
+        if abs(denominator) < 1e-12:
+            continue
+        s = (g[9] * (g[0] - ox) + g[10] * (g[1] - oy) + g[11] * (g[2] - oz)) / denominator
+        if s <= 1e-9 or s >= best_s:
+            continue
+        hx, hy, hz = ox + s * dx - g[0], oy + s * dy - g[1], oz + s * dz - g[2]
+        u = hx * g[3] + hy * g[4] + hz * g[5]
+        v = hx * g[6] + hy * g[7] + hz * g[8]
+        if abs(u) > g[12] or abs(v) > g[13]:
+            continue
+        col = u * texels_per_metre[k] + 0.5 * cols - 0.5
+        row = v * texels_per_metre[k] + 0.5 * rows - 0.5
+        if g[12] == np.inf:  # unbounded plane: repeat the texture
+            col = col % (cols - 1)
+        if g[13] == np.inf:
+            row = row % (rows - 1)
+        best_s = s
+        best_value = sample_bilinear(textures[k], row, col)
+    return best_value, best_s
