@@ -410,6 +410,11 @@ def test_bad_input_raises_one_line_errors():
     image[2, 3] = np.nan
     with pytest.raises(ValueError, match=r"non-finite value nan at \(y=2, x=3\)"):
         get_loss("gradient_magnitude").evaluate(image)
+    for name in ("entropy", "range_exponential", "area_exponential", "local_mean_absolute_deviation"):
+        with pytest.raises(ValueError, match=r"non-finite value (nan|inf) at \(y=2, x=3\)"), \
+                np.errstate(invalid="ignore"):
+            get_loss(name).evaluate(image)
+        image[2, 3] = np.inf if np.isnan(image[2, 3]) else np.nan
     mean_timestamp = get_loss("mean_timestamp")
     with pytest.raises(ValueError, match="needs timestamp_image"):
         mean_timestamp.evaluate(np.ones((4, 5)))

@@ -34,16 +34,19 @@ from .options import LossOptions
 
 @njit(cache=True, nogil=True)
 def min_max_positions(image: np.ndarray):
-    """Flat indices of the first minimum and the first maximum of ``image``."""
+    """Flat indices (first minimum, first maximum, first non-finite pixel or −1)."""
     flat = image.ravel()
     min_index = 0
     max_index = 0
-    for index in range(1, flat.size):
-        if flat[index] < flat[min_index]:
+    for index in range(flat.size):
+        value = flat[index]
+        if not math.isfinite(value):
+            return min_index, max_index, index
+        if value < flat[min_index]:
             min_index = index
-        elif flat[index] > flat[max_index]:
+        elif value > flat[max_index]:
             max_index = index
-    return min_index, max_index
+    return min_index, max_index, -1
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -143,7 +146,10 @@ def _histogram_loss(image: np.ndarray, options: LossOptions, objective) -> tuple
     smoothed PDF of ``image`` and return (value, dvalue/dI), layout terms included."""
     bin_count = options.histogram_bins
     kernel = gaussian_kernel(options.histogram_smoothing_sigma_bins, options.gaussian_truncate_sigmas)
-    min_index, max_index = min_max_positions(image)
+    min_index, max_index, non_finite_index = min_max_positions(image)
+    if non_finite_index >= 0:  # would send the pixel off the histogram's grid
+        y, x = np.unravel_index(non_finite_index, image.shape)
+        raise ValueError(f"image has non-finite value {image[y, x]} at (y={y}, x={x})")
     flat = image.ravel()
     minimum, maximum = min(float(flat[min_index]), 0.0), max(float(flat[max_index]), 0.0)
     value_range = maximum - minimum

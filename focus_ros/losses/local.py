@@ -13,7 +13,7 @@ import numpy as np
 
 from .filters import gaussian_blur, gaussian_border_weight, gaussian_kernel
 from .options import LossOptions
-from .smooth import weighted_smooth_abs_sum
+from .smooth import smooth_abs_and_sign
 
 
 def _local_window(image: np.ndarray, options: LossOptions):
@@ -54,10 +54,9 @@ def local_mean_absolute_deviation(image: np.ndarray, options: LossOptions) -> tu
     """
     blur, border_weight = _local_window(image, options)
     centered = image - blur(image)
-    weighted_sign = np.empty_like(image)
-    value = weighted_smooth_abs_sum(centered, border_weight, options.abs_sharpness_per_event,
-                                    weighted_sign)
-    return value, weighted_sign - blur(weighted_sign)
+    magnitude, sign = smooth_abs_and_sign(centered, options.abs_sharpness_per_event)
+    sign *= border_weight
+    return float(np.vdot(magnitude, border_weight)), sign - blur(sign)
 
 
 def local_mean_absolute_value(image: np.ndarray, options: LossOptions) -> tuple[float, np.ndarray]:
@@ -66,10 +65,9 @@ def local_mean_absolute_value(image: np.ndarray, options: LossOptions) -> tuple[
     Gradient ω · tanh(k I). Degenerate without polarity, like the MAV.
     """
     _, border_weight = _local_window(image, options)
-    weighted_sign = np.empty_like(image)
-    value = weighted_smooth_abs_sum(image, border_weight, options.abs_sharpness_per_event,
-                                    weighted_sign)
-    return value, weighted_sign
+    magnitude, sign = smooth_abs_and_sign(image, options.abs_sharpness_per_event)
+    sign *= border_weight
+    return float(np.vdot(magnitude, border_weight)), sign
 
 
 def _spatial_weights(image: np.ndarray, options: LossOptions):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .options import LossOptions
-from .smooth import smooth_abs_sum
+from .smooth import smooth_abs_and_sign
 
 
 def variance(image: np.ndarray, options: LossOptions) -> tuple[float, np.ndarray]:
@@ -36,11 +36,10 @@ def mean_absolute_deviation(image: np.ndarray, options: LossOptions) -> tuple[fl
     dMAD/dI = (s − mean(s)) / N_p with s = tanh(k (I − μ_I)): μ_I depends on every pixel.
     """
     pixel_count = image.size
-    sign = np.empty_like(image)
-    total = smooth_abs_sum(image, float(image.mean()), options.abs_sharpness_per_event, sign)
+    magnitude, sign = smooth_abs_and_sign(image - image.mean(), options.abs_sharpness_per_event)
     sign -= sign.mean()
     sign *= 1.0 / pixel_count
-    return total / pixel_count, sign
+    return float(magnitude.sum()) / pixel_count, sign
 
 
 def mean_absolute_value(image: np.ndarray, options: LossOptions) -> tuple[float, np.ndarray]:
@@ -49,10 +48,9 @@ def mean_absolute_value(image: np.ndarray, options: LossOptions) -> tuple[float,
     Degenerate without polarity (I ≥ 0: MAV ≈ mean, i.e. the event count).
     """
     pixel_count = image.size
-    sign = np.empty_like(image)
-    total = smooth_abs_sum(image, 0.0, options.abs_sharpness_per_event, sign)
+    magnitude, sign = smooth_abs_and_sign(image, options.abs_sharpness_per_event)
     sign *= 1.0 / pixel_count
-    return total / pixel_count, sign
+    return float(magnitude.sum()) / pixel_count, sign
 
 
 def mean_timestamp(count_image: np.ndarray, timestamp_image: np.ndarray,
