@@ -1,0 +1,206 @@
+"""Angular velocity of a rotating event camera by focus maximisation, window by window.
+
+For each window of events the estimator maximises the focus score
+``sign * loss(IWE(omega))`` over the angular velocity omega (rad/s), with the exact
+rotational warp ``bearing_ref = exp([omega]x (t_k - t_ref)) bearing_k`` (paper eq. (2)
+for the rotation model), warm-started from the previous window's estimate.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from focus_ros.camera import Calibration
+from focus_ros.events import Events
+from focus_ros.iwe import KERNELS
+from focus_ros.objective import Objective
+from focus_ros.optimize import OPTIMIZERS, OptimizerSettings, minimize
+
+#: reference-time choices: the window's first event, the middle of its span, its last event
+T_REF_CHOICES = ("start", "middle", "end")
+ROTATION_WARPS = ("exact", "small_angle")
+
+
+@dataclass(frozen=True)
+class AngularVelocitySettings:
+    """How to estimate.
+
+    loss: a focus_ros.losses registry name; use_polarity: b_k = p_k (True) or 1 (False);
+    kernel: "bilinear" | "gaussian" (sigma px); t_ref: "start" | "middle" | "end";
+    warp: "exact" (exponential map) | "small_angle"; optimizer: "cg" | "lbfgs";
+    max_angular_velocity: rad/s, an estimate beyond it is reported degenerate (diverged);
+    min_events: fewer events make the window degenerate;
+    gap_reset_windows: warm start is dropped (back to 0) when the gap since the previous
+    window exceeds this many window durations.
+    """
+
+    loss: str = "variance"
+    use_polarity: bool = False
+    kernel: str = "bilinear"
+    sigma: float = 1.0
+    t_ref: str = "middle"
+    warp: str = "exact"
+    optimizer: str = "cg"
+    optimizer_settings: OptimizerSettings = field(default_factory=OptimizerSettings)
+    max_angular_velocity: float = 50.0
+    min_events: int = 100
+    gap_reset_windows: float = 10.0
+    loss_options: object = None
+
+
+@dataclass
+class WindowEstimate:
+    """The estimate for one window.
+
+    t_ref_ns: reference time (ns); angular_velocity: (3,) rad/s in the camera frame
+    (x right, y down, z forward), NaN when degenerate; score: focus score at the estimate
+    (sign * loss, higher is sharper); score_at_initial / score_at_zero: at the starting
+    point and at omega = 0; iterations, evaluations: optimizer work; events_used /
+    events_dropped: kept in / warped outside the frame at the estimate; degenerate with a
+    message when the estimate must not be trusted.
+    """
+
+    t_ref_ns: int
+    angular_velocity: np.ndarray
+    score: float
+    score_at_initial: float
+    score_at_zero: float
+    initial: np.ndarray
+    iterations: int
+    evaluations: int
+    events_used: int
+    events_dropped: int
+    converged: bool = False
+    degenerate: bool = False
+    message: str = ""
+
+
+def reference_time_ns(events: Events, t_ref: str) -> int:
+    """The reference time (ns) of a window: its first event, middle of the span, or last event."""
+    if t_ref not in T_REF_CHOICES:
+        raise ValueError(f"unknown t_ref '{t_ref}': choose one of {', '.join(T_REF_CHOICES)}")
+    first, last = int(events.t[0]), int(events.t[-1])
+    if t_ref == "start":
+        return first
+    if t_ref == "end":
+        return last
+    return first + (last - first) // 2
+
+
+def degeneracy_of(loss, use_polarity: bool) -> str:
+    """Why this loss/polarity combination cannot estimate motion ('' when it can)."""
+    if getattr(loss, "degenerate_without_polarity", False) and not use_polarity:
+        return (f"loss '{loss.name}' is degenerate without polarity: the IWE sums to the event "
+                "count whatever the motion, so its value does not depend on it (paper Table 2 '-')")
+    return ""
+
+
+class AngularVelocityEstimator:
+    """Per-window angular velocity estimation with warm start (see module docstring).
+
+    ``estimate(events, initial=None)`` solves one window; without ``initial`` it starts
+    from the previous window's estimate (or 0 after ``reset()`` / a degenerate window / a
+    long gap). Raises ValueError for settings that make no sense (unknown names, a
+    polarity mode the loss does not support).
+    """
+
+    def __init__(self, calibration: Calibration, settings: AngularVelocitySettings = AngularVelocitySettings()):
+        from focus_ros.losses import get_loss
+
+        self.calibration = calibration
+        self.settings = settings
+        if settings.t_ref not in T_REF_CHOICES:
+            raise ValueError(f"unknown t_ref '{settings.t_ref}': choose one of {', '.join(T_REF_CHOICES)}")
+        if settings.warp not in ROTATION_WARPS:
+            raise ValueError(f"unknown rotation warp '{settings.warp}': choose one of {', '.join(ROTATION_WARPS)}")
+        if settings.optimizer not in OPTIMIZERS:
+            raise ValueError(f"unknown optimizer '{settings.optimizer}': choose one of {', '.join(OPTIMIZERS)}")
+        if settings.kernel not in KERNELS:
+            raise ValueError(f"unknown IWE kernel '{settings.kernel}': choose one of {', '.join(KERNELS)}")
+        try:
+            self.loss = get_loss(settings.loss)
+        except KeyError:
+            from focus_ros.losses import LOSSES
+            raise ValueError(f"unknown loss '{settings.loss}': choose one of {', '.join(LOSSES)}") from None
+        self.degenerate_reason = degeneracy_of(self.loss, settings.use_polarity)
+        mode = "with" if settings.use_polarity else "without"
+        if not self.degenerate_reason and not self.loss.uses_timestamps and mode not in self.loss.polarity_modes:
+            raise ValueError(f"loss '{self.loss.name}' works only {' or '.join(self.loss.polarity_modes)} "
+                             f"polarity, not {mode}")
+        self.objective = Objective(calibration, self.loss, warp=settings.warp, kernel=settings.kernel,
+                                   sigma=settings.sigma, use_polarity=settings.use_polarity,
+                                   loss_options=settings.loss_options)
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the warm start: the next window starts from omega = 0."""
+        self.previous: np.ndarray | None = None
+        self._previous_end_ns: int | None = None
+        self._previous_duration_ns: int = 0
+
+    def _warm_start(self, events: Events) -> np.ndarray:
+        if self.previous is None:
+            return np.zeros(3)
+        if self._previous_end_ns is not None and self._previous_duration_ns > 0:
+            gap = int(events.t[0]) - self._previous_end_ns
+            if gap > self.settings.gap_reset_windows * self._previous_duration_ns:
+                return np.zeros(3)
+        return self.previous.copy()
+
+    def estimate(self, events: Events, initial=None) -> WindowEstimate:
+        """Estimate omega (rad/s) for one window of time-ordered events."""
+        settings = self.settings
+        count = len(events)
+        t_ref_ns = reference_time_ns(events, settings.t_ref) if count else 0
+        start = np.asarray(initial, dtype=np.float64).reshape(3) if initial is not None else (
+            self._warm_start(events) if count else np.zeros(3))
+        nan3 = np.full(3, np.nan)
+        reason = self.degenerate_reason
+        if not reason and count < settings.min_events:
+            reason = f"window has {count} events, fewer than the minimum {settings.min_events}"
+        if reason:
+            if count:
+                self._previous_end_ns = int(events.t[-1])
+            self.previous = None
+            return WindowEstimate(t_ref_ns, nan3, math.nan, math.nan, math.nan, start, 0, 0, 0, 0,
+                                  degenerate=True, message=reason)
+        self.objective.set_events(events, t_ref_ns, int(events.t[0]))
+        sign = self.loss.sign
+        initial_evaluation = self.objective.evaluate(start, with_gradient=False)
+        score_at_initial = sign * initial_evaluation.value
+        score_at_zero = (score_at_initial if not start.any()
+                         else sign * self.objective.value(np.zeros(3)))
+        scale = abs(score_at_initial) if score_at_initial != 0 and math.isfinite(score_at_initial) else 1.0
+
+        def cost(omega):
+            evaluation = self.objective.evaluate(omega)
+            return -sign * evaluation.value / scale, -sign * evaluation.gradient / scale
+
+        result = minimize(cost, start, settings.optimizer, settings.optimizer_settings)
+        omega = result.x
+        final = self.objective.evaluate(omega, with_gradient=False)
+        score = sign * final.value
+        message = result.message
+        degenerate = False
+        if not np.all(np.isfinite(omega)) or not math.isfinite(score):
+            degenerate, message = True, "optimizer produced a non-finite estimate"
+        elif np.linalg.norm(omega) > settings.max_angular_velocity:
+            degenerate = True
+            message = (f"estimate |omega| = {np.linalg.norm(omega):.1f} rad/s exceeds the limit "
+                       f"{settings.max_angular_velocity} rad/s (diverged)")
+        elif final.kept == 0:
+            degenerate, message = True, "every event is warped outside the image"
+        self._previous_end_ns = int(events.t[-1])
+        self._previous_duration_ns = int(events.t[-1] - events.t[0])
+        self.previous = None if degenerate else omega.copy()
+        return WindowEstimate(t_ref_ns, nan3 if degenerate else omega, score, score_at_initial,
+                              score_at_zero, start, result.iterations, result.evaluations + 2,
+                              final.kept, final.dropped, converged=result.converged,
+                              degenerate=degenerate, message=message)
+
+    def with_settings(self, **changes) -> "AngularVelocityEstimator":
+        """A new estimator with some settings changed (same calibration)."""
+        return AngularVelocityEstimator(self.calibration, replace(self.settings, **changes))

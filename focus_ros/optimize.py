@@ -1,0 +1,240 @@
+"""Optimizers for the focus objective: minimise a cost c(theta) given value and gradient.
+
+- ``conjugate_gradient``: non-linear conjugate gradient, Fletcher-Reeves (the paper's
+  choice; a public C++ rotational system uses FR with initial step 0.1, line-search
+  tolerance 0.05, gradient tolerance 1e-3, at most 50 line searches). The line search
+  evaluates value and gradient together at every trial point, brackets a minimum along
+  the direction and interpolates (cubic, safeguarded); its last point's gradient is
+  reused by the next iteration, so an iteration costs about 1-3 evaluations.
+- ``lbfgs``: quasi-Newton alternative, scipy's L-BFGS-B.
+
+Both stop on: gradient norm <= gradient_tolerance, relative cost change over an
+iteration <= value_tolerance, step length <= step_tolerance (units of theta), or the
+iteration / evaluation caps. Costs are minimised: to maximise a score pass its negative.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+#: fun(theta) -> (cost, gradient (P,))
+CostFunction = Callable[[np.ndarray], "tuple[float, np.ndarray]"]
+
+
+@dataclass(frozen=True)
+class OptimizerSettings:
+    """Stopping rules and line-search parameters (theta in its own units, e.g. rad/s).
+
+    initial_step: length of the first trial step along the first direction;
+    line_search_tolerance: accept a step when |c'(alpha)| <= tol |c'(0)| (strong Wolfe curvature);
+    sufficient_decrease: Armijo constant; max_iterations: cap on line searches (iterations);
+    max_evaluations: cap on value+gradient evaluations.
+    """
+
+    gradient_tolerance: float = 1e-3
+    value_tolerance: float = 1e-7
+    step_tolerance: float = 1e-3
+    max_iterations: int = 50
+    max_evaluations: int = 200
+    initial_step: float = 0.1
+    line_search_tolerance: float = 0.05
+    sufficient_decrease: float = 1e-4
+    max_line_search_evaluations: int = 10
+
+
+@dataclass
+class OptimizeResult:
+    """Result of a minimisation: the minimiser x, its cost, gradient norm, iterations
+    (line searches / quasi-Newton steps), evaluations (calls of value+gradient), whether a
+    stopping rule (not a cap) ended it, and which."""
+
+    x: np.ndarray
+    value: float
+    gradient_norm: float
+    iterations: int
+    evaluations: int
+    converged: bool
+    message: str
+
+
+class _CountingFunction:
+    """Wraps the cost function: counts evaluations and remembers the best point seen."""
+
+    def __init__(self, function: CostFunction):
+        self.function = function
+        self.evaluations = 0
+        self.best_x = None
+        self.best_value = math.inf
+        self.best_gradient = None
+
+    def __call__(self, x: np.ndarray):
+        value, gradient = self.function(x)
+        self.evaluations += 1
+        value = float(value)
+        gradient = np.asarray(gradient, dtype=np.float64)
+        if value < self.best_value:
+            self.best_x, self.best_value, self.best_gradient = x.copy(), value, gradient.copy()
+        return value, gradient
+
+
+def _cubic_minimiser(a, fa, da, b, fb, db) -> float:
+    """Minimiser of the cubic through (a, fa, slope da) and (b, fb, slope db), or the
+    bisection point when the cubic has none (Nocedal & Wright eq. 3.59)."""
+    d1 = da + db - 3.0 * (fa - fb) / (a - b)
+    radicand = d1 * d1 - da * db
+    if radicand < 0.0:
+        return 0.5 * (a + b)
+    d2 = math.copysign(math.sqrt(radicand), b - a)
+    denominator = db - da + 2.0 * d2
+    if denominator == 0.0:
+        return 0.5 * (a + b)
+    return b - (b - a) * (db + d2 - d1) / denominator
+
+
+def line_search(function: _CountingFunction, x, value, gradient, direction, step,
+                settings: OptimizerSettings):
+    """Find alpha > 0 with sufficient decrease and |c'(alpha)| <= tol |c'(0)| along direction.
+
+    Returns (alpha, value, gradient) of the accepted point, or of the best point seen when
+    the budget runs out (alpha = 0 if nothing decreased the cost).
+    """
+    slope0 = float(gradient @ direction)
+    low, low_value, low_slope = 0.0, value, slope0
+    high = None
+    high_value = high_slope = 0.0
+    best = (0.0, value, gradient)
+    alpha = step
+    for _ in range(settings.max_line_search_evaluations):
+        if function.evaluations >= settings.max_evaluations:
+            break
+        trial_value, trial_gradient = function(x + alpha * direction)
+        trial_slope = float(trial_gradient @ direction)
+        if trial_value < best[1]:
+            best = (alpha, trial_value, trial_gradient)
+        previous_low, previous_slope = low, low_slope
+        if trial_value > value + settings.sufficient_decrease * alpha * slope0 or trial_value >= low_value:
+            high, high_value, high_slope = alpha, trial_value, trial_slope
+        elif abs(trial_slope) <= settings.line_search_tolerance * abs(slope0):
+            return alpha, trial_value, trial_gradient
+        else:
+            if (high is None and trial_slope > 0.0) or (high is not None and trial_slope * (high - low) >= 0.0):
+                high, high_value, high_slope = low, low_value, low_slope
+            low, low_value, low_slope = alpha, trial_value, trial_slope
+        if high is None:
+            # still descending: extrapolate where the slope reaches 0 (secant), 1.5x to 4x
+            if previous_slope < trial_slope < 0.0:
+                secant = alpha + (alpha - previous_low) * trial_slope / (previous_slope - trial_slope)
+                alpha = min(max(secant, 1.5 * alpha), 4.0 * alpha)
+            else:
+                alpha = 4.0 * alpha
+            continue
+        candidate = _cubic_minimiser(low, low_value, low_slope, high, high_value, high_slope)
+        lower, upper = min(low, high), max(low, high)
+        if upper - lower <= 1e-12 * max(1.0, upper):
+            break
+        margin = 0.1 * (upper - lower)
+        alpha = min(max(candidate, lower + margin), upper - margin)
+    return best
+
+
+def conjugate_gradient(function: CostFunction, x0, settings: OptimizerSettings = OptimizerSettings()
+                       ) -> OptimizeResult:
+    """Minimise with Fletcher-Reeves non-linear CG, restarting along the steepest descent
+    every len(x0) iterations or when the direction stops descending."""
+    counted = _CountingFunction(function)
+    x = np.array(x0, dtype=np.float64).ravel()
+    value, gradient = counted(x)
+    direction = -gradient
+    gradient_norm_sq = float(gradient @ gradient)
+    step = settings.initial_step / max(math.sqrt(gradient_norm_sq), 1e-300)
+    iterations = 0
+    message = "iteration cap reached"
+    converged = False
+    since_restart = 0
+    while True:
+        if math.sqrt(gradient_norm_sq) <= settings.gradient_tolerance:
+            message, converged = "gradient norm below tolerance", True
+            break
+        if iterations >= settings.max_iterations:
+            break
+        if counted.evaluations >= settings.max_evaluations:
+            message = "evaluation cap reached"
+            break
+        slope = float(gradient @ direction)
+        if slope >= 0.0:  # not a descent direction: restart
+            direction = -gradient
+            slope = -gradient_norm_sq
+            since_restart = 0
+        alpha, new_value, new_gradient = line_search(counted, x, value, gradient, direction, step, settings)
+        iterations += 1
+        if alpha == 0.0:
+            if since_restart == 0:
+                message, converged = "no decrease along the steepest descent (at a minimum to precision)", True
+                break
+            direction = -gradient  # retry along steepest descent
+            since_restart = 0
+            step = settings.initial_step / max(math.sqrt(gradient_norm_sq), 1e-300)
+            continue
+        step_vector = alpha * direction
+        x = x + step_vector
+        value_change = value - new_value
+        value, gradient = new_value, new_gradient
+        new_norm_sq = float(gradient @ gradient)
+        if float(np.linalg.norm(step_vector)) <= settings.step_tolerance:
+            message, converged = "step below tolerance", True
+            gradient_norm_sq = new_norm_sq
+            break
+        if value_change <= settings.value_tolerance * max(abs(value), 1e-300):
+            message, converged = "relative cost change below tolerance", True
+            gradient_norm_sq = new_norm_sq
+            break
+        since_restart += 1
+        if since_restart >= len(x):
+            new_direction = -gradient
+            since_restart = 0
+        else:
+            beta = new_norm_sq / gradient_norm_sq  # Fletcher-Reeves
+            new_direction = -gradient + beta * direction
+        # next initial step: same first-order decrease as the last accepted step
+        new_slope = float(gradient @ new_direction)
+        step = alpha * slope / new_slope if new_slope < 0.0 else settings.initial_step / math.sqrt(new_norm_sq)
+        direction = new_direction
+        gradient_norm_sq = new_norm_sq
+    if counted.best_value < value:  # a line search may have ended on a worse point
+        x, value, gradient = counted.best_x, counted.best_value, counted.best_gradient
+        gradient_norm_sq = float(gradient @ gradient)
+    return OptimizeResult(x, value, math.sqrt(gradient_norm_sq), iterations, counted.evaluations,
+                          converged, message)
+
+
+def lbfgs(function: CostFunction, x0, settings: OptimizerSettings = OptimizerSettings()) -> OptimizeResult:
+    """Minimise with scipy's L-BFGS-B (no bounds), same stopping settings where they map:
+    gtol = gradient_tolerance (max norm), ftol = value_tolerance, maxiter, maxfun."""
+    from scipy.optimize import minimize
+
+    counted = _CountingFunction(function)
+    result = minimize(counted, np.array(x0, dtype=np.float64).ravel(), jac=True, method="L-BFGS-B",
+                      options=dict(gtol=settings.gradient_tolerance, ftol=settings.value_tolerance,
+                                   maxiter=settings.max_iterations, maxfun=settings.max_evaluations))
+    x, value, gradient = result.x, float(result.fun), np.asarray(result.jac, dtype=np.float64)
+    if counted.best_value < value:
+        x, value, gradient = counted.best_x, counted.best_value, counted.best_gradient
+    message = result.message if isinstance(result.message, str) else result.message.decode()
+    return OptimizeResult(np.asarray(x, dtype=np.float64), value, float(np.linalg.norm(gradient)),
+                          int(result.nit), counted.evaluations, bool(result.success), message)
+
+
+#: optimizer name (settings, command line) -> function
+OPTIMIZERS = {"cg": conjugate_gradient, "lbfgs": lbfgs}
+
+
+def minimize(function: CostFunction, x0, method: str = "cg",
+             settings: OptimizerSettings = OptimizerSettings()) -> OptimizeResult:
+    """Minimise ``function`` from x0 with the named method ("cg" or "lbfgs")."""
+    if method not in OPTIMIZERS:
+        raise ValueError(f"unknown optimizer '{method}': choose one of {', '.join(OPTIMIZERS)}")
+    return OPTIMIZERS[method](function, x0, settings)
