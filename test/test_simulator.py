@@ -8,6 +8,7 @@ import pytest
 from scipy.spatial.transform import Rotation
 
 from focus_ros.camera import Calibration
+from focus_ros.warps import ROTATION_EXACT, warp_events
 from focus_ros.sources.scenes import PanoramaScene, PlanarScene, TexturedPlane
 from focus_ros.sources.simulator import (CAMERA_LOOKING_ALONG_X, ConstantAngularVelocity, EventSimulator,
                                          OscillatingAngularVelocity, OscillatingPosition, SensorConfig,
@@ -145,6 +146,15 @@ def test_warping_with_the_true_angular_velocity_sharpens_the_image(room):
     assert true > 1.5 * opposite
     # slightly wrong ω is less sharp than the true one
     assert true > sharpness(angular_velocity * 1.15) and true > sharpness(angular_velocity * 0.85)
+
+    # and the engine's own exact rotational warp agrees
+    def engine_sharpness(omega):
+        points, _ = warp_events(ROTATION_EXACT, bearings[:, :2], elapsed, omega, CALIBRATION.fx,
+                                CALIBRATION.fy, CALIBRATION.cx, CALIBRATION.cy)
+        return count_image_variance(points[:, 0], points[:, 1], 240, 180)
+
+    assert np.isclose(engine_sharpness(angular_velocity), true, rtol=1e-3)
+    assert engine_sharpness(angular_velocity) > 1.5 * engine_sharpness(-angular_velocity)
 
 
 def test_refractory_period_is_respected_per_pixel(room):

@@ -289,24 +289,6 @@ class SensorConfig:
                 raise ValueError(f"sensor parameter {name} must be {expected}, got {getattr(self, name)}")
 
 
-def _bearing_lut(calibration: Calibration) -> np.ndarray:
-    """(height, width, 2) undistorted normalized coordinates (x/z, y/z) of every pixel centre.
-
-    Uses ``Calibration.bearing_lut()`` when the camera module provides it, otherwise
-    OpenCV's iterative undistortion run to convergence.
-    """
-    if hasattr(calibration, "bearing_lut"):
-        return np.asarray(calibration.bearing_lut(), np.float64)
-    import cv2
-    v, u = np.mgrid[0:calibration.height, 0:calibration.width].astype(np.float64)
-    pixels = np.stack([u.ravel(), v.ravel()], axis=1).reshape(-1, 1, 2)
-    criteria = (cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 200, 1e-14)
-    normalized = cv2.undistortPoints(pixels, calibration.camera_matrix,
-                                         np.asarray(calibration.distortion, np.float64),
-                                     P=np.eye(3), criteria=criteria)
-    return normalized.reshape(calibration.height, calibration.width, 2)
-
-
 def _image_motion_matrices(bearing_lut: np.ndarray, stride: int = 4, interior_stride: int = 20):
     """Per sample pixel, 2x3 matrices mapping ω (rad/s) and v/Z (1/s) to pixel velocity (px/s).
 
@@ -515,7 +497,7 @@ class EventSimulator:
         self.calibration = calibration
         self.sensor = sensor
         self.seed = int(seed)
-        lut = _bearing_lut(calibration)
+        lut = calibration.bearing_lut()
         self.bearings = np.ascontiguousarray(lut.reshape(-1, 2))
         self._rotation_flow, self._translation_flow = _image_motion_matrices(lut)
         rng = np.random.default_rng(np.random.SeedSequence([self.seed, 0x7E5A]))
