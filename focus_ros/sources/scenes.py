@@ -18,6 +18,7 @@ so that sampling them does not flicker.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import cv2
@@ -222,31 +223,36 @@ class PlanarScene:
 def cast_ray(geometry, textures, texels_per_metre, ox, oy, oz, dx, dy, dz):
     """(log intensity, ray parameter s) of the nearest plane hit by origin + s * direction.
 
-    s > 0 is in units of the direction's length; s = inf and log intensity of
-    LOG_OFFSET (black) when nothing is hit.
+    s > 0 is in units of the direction's length; s = inf and the log intensity of black
+    when nothing is hit. Only the nearest plane's texture is sampled.
     """
     best_s = np.inf
-    best_value = np.log(LOG_OFFSET)
+    best_plane = -1
+    best_row = best_col = 0.0
     rows, cols = textures.shape[1], textures.shape[2]
     for k in range(geometry.shape[0]):
-        g = geometry[k]
-        denominator = g[9] * dx + g[10] * dy + g[11] * dz
+        nx, ny, nz = geometry[k, 9], geometry[k, 10], geometry[k, 11]
+        denominator = nx * dx + ny * dy + nz * dz
         if abs(denominator) < 1e-12:
             continue
-        s = (g[9] * (g[0] - ox) + g[10] * (g[1] - oy) + g[11] * (g[2] - oz)) / denominator
+        s = (nx * (geometry[k, 0] - ox) + ny * (geometry[k, 1] - oy) + nz * (geometry[k, 2] - oz)) / denominator
         if s <= 1e-9 or s >= best_s:
             continue
-        hx, hy, hz = ox + s * dx - g[0], oy + s * dy - g[1], oz + s * dz - g[2]
-        u = hx * g[3] + hy * g[4] + hz * g[5]
-        v = hx * g[6] + hy * g[7] + hz * g[8]
-        if abs(u) > g[12] or abs(v) > g[13]:
+        hx = ox + s * dx - geometry[k, 0]
+        hy = oy + s * dy - geometry[k, 1]
+        hz = oz + s * dz - geometry[k, 2]
+        u = hx * geometry[k, 3] + hy * geometry[k, 4] + hz * geometry[k, 5]
+        v = hx * geometry[k, 6] + hy * geometry[k, 7] + hz * geometry[k, 8]
+        if abs(u) > geometry[k, 12] or abs(v) > geometry[k, 13]:
             continue
-        col = u * texels_per_metre[k] + 0.5 * cols - 0.5
-        row = v * texels_per_metre[k] + 0.5 * rows - 0.5
-        if g[12] == np.inf:  # unbounded plane: repeat the texture
-            col = col % (cols - 1)
-        if g[13] == np.inf:
-            row = row % (rows - 1)
         best_s = s
-        best_value = sample_bilinear(textures[k], row, col)
-    return best_value, best_s
+        best_plane = k
+        best_col = u * texels_per_metre[k] + 0.5 * cols - 0.5
+        best_row = v * texels_per_metre[k] + 0.5 * rows - 0.5
+    if best_plane < 0:
+        return math.log(LOG_OFFSET), best_s
+    if geometry[best_plane, 12] == np.inf:  # unbounded plane: the texture repeats
+        best_col -= (cols - 1) * math.floor(best_col / (cols - 1))
+    if geometry[best_plane, 13] == np.inf:
+        best_row -= (rows - 1) * math.floor(best_row / (rows - 1))
+    return sample_bilinear(textures[best_plane], best_row, best_col), best_s
