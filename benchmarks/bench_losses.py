@@ -7,6 +7,12 @@ and without polarity; the mean timestamp also gets its timestamp image. One thre
 the median µs per ``evaluate`` over several repeats, after a warm-up (JIT, caches).
 
     .venv/bin/python benchmarks/bench_losses.py [--repeats 200]
+
+Measured pitfall: the losses allocate a few 345 kB temporaries per call; once glibc's
+malloc has raised its mmap threshold history differently (e.g. after the histogram
+losses ran), fresh pages get mapped per call and page faults on this VM made
+variance_of_gradient 4× slower (1,250 vs 330 µs). Fixing the allocator, e.g.
+``MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=268435456``, removes that.
 """
 
 from __future__ import annotations

@@ -13,12 +13,13 @@ import numpy as np
 from .filters import (derivative_x, derivative_y, gaussian_blur, laplacian, second_derivative_xx,
                       second_derivative_xy, second_derivative_yy)
 from .options import LossOptions
+from .reductions import inner_product
 
 
 def gradient_magnitude(image: np.ndarray, options: LossOptions) -> tuple[float, np.ndarray]:
     """‖∇I‖²_{L²} = Σ (I_x² + I_y²) (Eq. (5)). Gradient −2 D_x I_x − 2 D_y I_y (D antisymmetric)."""
     image_x, image_y = derivative_x(image), derivative_y(image)
-    value = float(np.vdot(image_x, image_x)) + float(np.vdot(image_y, image_y))
+    value = inner_product(image_x, image_x) + inner_product(image_y, image_y)
     gradient = derivative_x(image_x)
     gradient += derivative_y(image_y)
     gradient *= -2.0
@@ -30,7 +31,7 @@ def laplacian_magnitude(image: np.ndarray, options: LossOptions) -> tuple[float,
     image_laplacian = laplacian(image)
     gradient = laplacian(image_laplacian)
     gradient *= 2.0
-    return float(np.vdot(image_laplacian, image_laplacian)), gradient
+    return inner_product(image_laplacian, image_laplacian), gradient
 
 
 def hessian_magnitude(image: np.ndarray, options: LossOptions) -> tuple[float, np.ndarray]:
@@ -41,8 +42,8 @@ def hessian_magnitude(image: np.ndarray, options: LossOptions) -> tuple[float, n
     image_xx = second_derivative_xx(image)
     image_yy = second_derivative_yy(image)
     image_xy = second_derivative_xy(image)
-    value = (float(np.vdot(image_xx, image_xx)) + float(np.vdot(image_yy, image_yy))
-             + 2.0 * float(np.vdot(image_xy, image_xy)))
+    value = (inner_product(image_xx, image_xx) + inner_product(image_yy, image_yy)
+             + 2.0 * inner_product(image_xy, image_xy))
     gradient = second_derivative_xx(image_xx)
     gradient += second_derivative_yy(image_yy)
     gradient += 2.0 * second_derivative_xy(image_xy)
@@ -60,7 +61,7 @@ def _squared_band_pass(image: np.ndarray, sigma1_px: float, sigma2_px: float, ga
     gradient = gaussian_blur(response, sigma1_px, truncate)
     gradient -= gaussian_blur(response, sigma2_px, truncate)
     gradient *= 2.0 * gain
-    return float(np.vdot(response, response)), gradient
+    return inner_product(response, response), gradient
 
 
 def difference_of_gaussians(image: np.ndarray, options: LossOptions) -> tuple[float, np.ndarray]:
@@ -82,7 +83,7 @@ def laplacian_of_gaussian(image: np.ndarray, options: LossOptions) -> tuple[floa
 def _variance_and_slope(values: np.ndarray) -> tuple[float, np.ndarray]:
     """(Var(values), dVar/dvalues = 2 (values − mean) / N_p)."""
     centered = values - values.mean()
-    value = float(np.vdot(centered, centered)) / values.size
+    value = inner_product(centered, centered) / values.size
     centered *= 2.0 / values.size
     return value, centered
 

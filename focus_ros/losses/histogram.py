@@ -30,6 +30,7 @@ from numba import njit
 
 from .filters import gaussian_kernel
 from .options import LossOptions
+from .reductions import inner_product
 
 
 @njit(cache=True, nogil=True)
@@ -177,7 +178,7 @@ def _entropy_objective(masses: np.ndarray, bin_width: float, options: LossOption
     occupied = masses > 0.0
     log_masses = np.zeros_like(masses)
     np.log(masses, out=log_masses, where=occupied)
-    value = -float(np.dot(masses, log_masses)) + math.log(bin_width)
+    value = -inner_product(masses, log_masses) + math.log(bin_width)
     dvalue_dmass = np.where(occupied, -(log_masses + 1.0), 0.0)
     return value, dvalue_dmass, 1.0 / bin_width
 

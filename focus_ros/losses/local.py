@@ -13,6 +13,7 @@ import numpy as np
 
 from .filters import gaussian_blur, gaussian_border_weight, gaussian_kernel
 from .options import LossOptions
+from .reductions import inner_product
 from .smooth import smooth_abs_and_sign
 
 
@@ -31,7 +32,7 @@ def local_variance(image: np.ndarray, options: LossOptions) -> tuple[float, np.n
     blur, border_weight = _local_window(image, options)
     local_mean = blur(image)
     squared = image * image
-    value = float(np.vdot(squared, border_weight)) - float(np.vdot(local_mean, local_mean))
+    value = inner_product(squared, border_weight) - inner_product(local_mean, local_mean)
     gradient = image * border_weight
     gradient -= blur(local_mean)
     gradient *= 2.0
@@ -42,7 +43,7 @@ def local_mean_square(image: np.ndarray, options: LossOptions) -> tuple[float, n
     """Σ_x (I² ∗ G_σ)(x): Eq. (16) without the local mean (Supp. Sec. F). Gradient 2 I ω."""
     _, border_weight = _local_window(image, options)
     gradient = image * border_weight
-    value = float(np.vdot(gradient, image))
+    value = inner_product(gradient, image)
     gradient *= 2.0
     return value, gradient
 
@@ -56,7 +57,7 @@ def local_mean_absolute_deviation(image: np.ndarray, options: LossOptions) -> tu
     centered = image - blur(image)
     magnitude, sign = smooth_abs_and_sign(centered, options.abs_sharpness_per_event)
     sign *= border_weight
-    return float(np.vdot(magnitude, border_weight)), sign - blur(sign)
+    return inner_product(magnitude, border_weight), sign - blur(sign)
 
 
 def local_mean_absolute_value(image: np.ndarray, options: LossOptions) -> tuple[float, np.ndarray]:
@@ -67,7 +68,7 @@ def local_mean_absolute_value(image: np.ndarray, options: LossOptions) -> tuple[
     _, border_weight = _local_window(image, options)
     magnitude, sign = smooth_abs_and_sign(image, options.abs_sharpness_per_event)
     sign *= border_weight
-    return float(np.vdot(magnitude, border_weight)), sign
+    return inner_product(magnitude, border_weight), sign
 
 
 def _spatial_weights(image: np.ndarray, options: LossOptions):
@@ -102,8 +103,8 @@ def morans_index(image: np.ndarray, options: LossOptions) -> tuple[float, np.nda
     pixel_count = image.size
     centered = image - image.mean()
     neighbours = apply_weights(centered)
-    cross = float(np.vdot(centered, neighbours))
-    spread = float(np.vdot(centered, centered))
+    cross = inner_product(centered, neighbours)
+    spread = inner_product(centered, centered)
     if not spread > 0.0:
         raise ValueError("morans_index: the image is constant (zero variance), Moran's I is undefined")
     factor = pixel_count / total_weight
@@ -124,8 +125,8 @@ def gearys_contiguity_ratio(image: np.ndarray, options: LossOptions) -> tuple[fl
     centered = image - image.mean()
     neighbours = apply_weights(centered)
     weighted_centered = centered * neighbour_weight
-    differences = 2.0 * float(np.vdot(centered, weighted_centered)) - 2.0 * float(np.vdot(centered, neighbours))
-    spread = float(np.vdot(centered, centered))
+    differences = 2.0 * inner_product(centered, weighted_centered) - 2.0 * inner_product(centered, neighbours)
+    spread = inner_product(centered, centered)
     if not spread > 0.0:
         raise ValueError("gearys_contiguity_ratio: the image is constant (zero variance), Geary's C is undefined")
     factor = (pixel_count - 1) / (2.0 * total_weight)

@@ -34,7 +34,7 @@ class LossOptions:
     - ``histogram_bins`` and ``histogram_smoothing_sigma_bins``: the IWE's PDF for
       entropy and range: 200 bins over [min, max] of the image, smoothed by a
       Gaussian of 5 bins (Supp. Sec. K, entropy paragraph).
-    - ``area_scale_events`` (λ0, events): the area integrand is F(|I| / λ0) − F(0)
+    - ``area_scale_events`` (λ0, events): the area integrand is F(I / λ0) − F(0)
       (Supp. Fig. 6 uses λ0 = 10 on a 31×31 depth patch). With 30,000 events on
       240×180 px (0.7 event/px on average) a pixel is "occupied" from about one
       event on, hence λ0 = 1 event: F saturates on aligned edges (several events)

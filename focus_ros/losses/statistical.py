@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .options import LossOptions
+from .reductions import inner_product
 from .smooth import smooth_abs_and_sign
 
 
@@ -18,7 +19,7 @@ def variance(image: np.ndarray, options: LossOptions) -> tuple[float, np.ndarray
     """Var(I) = (1/N_p) Σ (I − μ_I)² (Eq. (4), events²); dVar/dI = 2 (I − μ_I) / N_p."""
     pixel_count = image.size
     centered = image - image.mean()
-    value = float(np.dot(centered.ravel(), centered.ravel())) / pixel_count
+    value = inner_product(centered, centered) / pixel_count
     centered *= 2.0 / pixel_count
     return value, centered
 
@@ -26,7 +27,7 @@ def variance(image: np.ndarray, options: LossOptions) -> tuple[float, np.ndarray
 def mean_square(image: np.ndarray, options: LossOptions) -> tuple[float, np.ndarray]:
     """MS(I) = (1/N_p) Σ I² (Eq. (9), events²); dMS/dI = 2 I / N_p."""
     pixel_count = image.size
-    value = float(np.dot(image.ravel(), image.ravel())) / pixel_count
+    value = inner_product(image, image) / pixel_count
     return value, image * (2.0 / pixel_count)
 
 
@@ -72,7 +73,7 @@ def mean_timestamp(count_image: np.ndarray, timestamp_image: np.ndarray,
     inverse_count = 1.0 / (count_image + options.mean_timestamp_count_epsilon_events)
     mean_time = timestamp_image * inverse_count
     centered = mean_time - mean_time.mean()
-    value = float(np.dot(centered.ravel(), centered.ravel())) / pixel_count
+    value = inner_product(centered, centered) / pixel_count
     centered *= 2.0 / pixel_count
     grad_timestamp = centered * inverse_count
     grad_count = grad_timestamp * mean_time
