@@ -1,0 +1,50 @@
+"""Camera model: bearing LUT, projection, camera_info / YAML round trips."""
+
+import cv2
+import numpy as np
+import pytest
+
+from focus_ros.camera import Calibration
+
+
+def test_bearing_lut_reprojects_to_every_pixel():
+    calibration = Calibration.davis240c()
+    lut = calibration.bearing_lut()
+    assert lut.shape == (180, 240, 2) and lut.dtype == np.float64
+    bearings = np.concatenate([lut, np.ones((180, 240, 1))], axis=-1)
+    pixels = calibration.project(bearings, distort=True)
+    columns, rows = np.meshgrid(np.arange(240.0), np.arange(180.0))
+    assert np.max(np.abs(pixels[..., 0] - columns)) < 1e-9
+    assert np.max(np.abs(pixels[..., 1] - rows)) < 1e-9
+
+
+def test_projection_matches_opencv():
+    calibration = Calibration.davis240c()
+    rng = np.random.default_rng(1)
+    points = np.column_stack([rng.uniform(-0.6, 0.6, 50), rng.uniform(-0.4, 0.4, 50), np.ones(50)]) * 2.0
+    expected, _ = cv2.projectPoints(points, np.zeros(3), np.zeros(3), calibration.camera_matrix,
+                                    np.array(calibration.distortion))
+    assert np.allclose(calibration.project(points), expected.reshape(-1, 2), atol=1e-9)
+    undistorted = calibration.project(points, distort=False)
+    assert np.allclose(undistorted[:, 0], calibration.fx * points[:, 0] / points[:, 2] + calibration.cx)
+
+
+def test_camera_info_and_yaml_round_trip(tmp_path):
+    calibration = Calibration.davis240c()
+    k = calibration.camera_matrix.ravel()
+    again = Calibration.from_camera_info(k, calibration.distortion, 240, 180)
+    assert again == calibration
+    path = tmp_path / "camera.yaml"
+    calibration.to_yaml(path)
+    assert Calibration.from_yaml(path) == calibration
+
+
+def test_bad_calibration_files_name_the_problem(tmp_path):
+    with pytest.raises(FileNotFoundError, match="missing.yaml"):
+        Calibration.from_yaml(tmp_path / "missing.yaml")
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("image_width: 240\nimage_height: 180\n")
+    with pytest.raises(ValueError, match="camera_matrix"):
+        Calibration.from_yaml(broken)
+    with pytest.raises(ValueError, match="9 numbers"):
+        Calibration.from_camera_info([1, 2, 3], [], 240, 180)

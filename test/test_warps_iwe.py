@@ -1,0 +1,109 @@
+"""Warps (values, Jacobians, exponential map) and the image of warped events."""
+
+import numpy as np
+import pytest
+from scipy.spatial.transform import Rotation
+
+from focus_ros.iwe import accumulate
+from focus_ros.warps import FLOW, ROTATION_EXACT, ROTATION_SMALL_ANGLE, rotation_matrix, warp_events
+
+FX, FY, CX, CY = 199.09, 198.83, 132.19, 110.71
+
+
+def _events(count=200, seed=0):
+    rng = np.random.default_rng(seed)
+    bearings = np.column_stack([rng.uniform(-0.7, 0.7, count), rng.uniform(-0.5, 0.5, count)])
+    dt = rng.uniform(-0.01, 0.01, count)
+    return bearings, dt
+
+
+@pytest.mark.parametrize("rotation_vector", [[0.3, -0.2, 0.1], [1e-9, 2e-9, -1e-9], [0.4, 0.2, -0.3], [1.5, -2.0, 0.7]])
+def test_exponential_map_matches_scipy(rotation_vector):
+    expected = Rotation.from_rotvec(rotation_vector).as_matrix()
+    assert np.allclose(rotation_matrix(rotation_vector), expected, atol=1e-14)
+
+
+def test_exact_warp_is_rotation_then_pinhole():
+    bearings, dt = _events()
+    omega = np.array([3.0, -4.0, 2.0])
+    points, _ = warp_events(ROTATION_EXACT, bearings, dt, omega, FX, FY, CX, CY)
+    rotations = Rotation.from_rotvec(dt[:, None] * omega).as_matrix()
+    rotated = np.einsum("kij,kj->ki", rotations, np.column_stack([bearings, np.ones(len(dt))]))
+    assert np.allclose(points[:, 0], FX * rotated[:, 0] / rotated[:, 2] + CX, atol=1e-9)
+    assert np.allclose(points[:, 1], FY * rotated[:, 1] / rotated[:, 2] + CY, atol=1e-9)
+
+
+@pytest.mark.parametrize("model, theta", [(ROTATION_EXACT, [3.0, -4.0, 2.0]), (ROTATION_EXACT, [40.0, 30.0, -50.0]),
+                                          (ROTATION_SMALL_ANGLE, [3.0, -4.0, 2.0]), (FLOW, [150.0, -80.0])])
+def test_warp_jacobian_matches_central_differences(model, theta):
+    bearings, dt = _events()
+    theta = np.array(theta)
+    _, jacobians = warp_events(model, bearings, dt, theta, FX, FY, CX, CY)
+    step = 1e-5
+    for column in range(len(theta)):
+        shift = np.zeros(len(theta))
+        shift[column] = step
+        plus, _ = warp_events(model, bearings, dt, theta + shift, FX, FY, CX, CY)
+        minus, _ = warp_events(model, bearings, dt, theta - shift, FX, FY, CX, CY)
+        numeric = (plus - minus) / (2 * step)
+        # truncation error of a central difference ~ step^2 * third derivative: far below 1e-6 px per unit
+        assert np.allclose(jacobians[:, :, column], numeric, atol=1e-6, rtol=1e-6)
+
+
+def test_small_angle_agrees_with_exact_for_small_rotations():
+    bearings, dt = _events()
+    omega = np.array([0.5, -0.3, 0.2])  # |omega dt| <= 0.006 rad
+    exact, _ = warp_events(ROTATION_EXACT, bearings, dt, omega, FX, FY, CX, CY)
+    small, _ = warp_events(ROTATION_SMALL_ANGLE, bearings, dt, omega, FX, FY, CX, CY)
+    # second-order term: about f |phi|^2 (1 + |b|^2) ~ 200 * 3.6e-5 * 2 ~ 0.015 px at most
+    difference = np.abs(exact - small).max()
+    assert difference < 0.02
+    exact_large, _ = warp_events(ROTATION_EXACT, bearings, dt, omega * 50, FX, FY, CX, CY)
+    small_large, _ = warp_events(ROTATION_SMALL_ANGLE, bearings, dt, omega * 50, FX, FY, CX, CY)
+    assert np.abs(exact_large - small_large).max() > 100 * difference  # they differ at large angles
+
+
+def test_bilinear_votes_sum_to_in_frame_events_and_count_dropped():
+    rng = np.random.default_rng(3)
+    points = np.column_stack([rng.uniform(-20, 260, 5000), rng.uniform(-20, 200, 5000)])
+    inside = (points[:, 0] >= 0) & (points[:, 0] <= 239) & (points[:, 1] >= 0) & (points[:, 1] <= 179)
+    result = accumulate(points, 240, 180, kernel="bilinear")
+    assert result.dropped == int((~inside).sum())
+    assert np.array_equal(result.kept, inside)
+    assert result.image.sum() == pytest.approx(inside.sum(), rel=1e-12)
+
+
+def test_bilinear_vote_splits_by_distance():
+    result = accumulate(np.array([[10.25, 20.5]]), 240, 180)
+    image = result.image
+    assert image[20, 10] == pytest.approx(0.75 * 0.5)
+    assert image[20, 11] == pytest.approx(0.25 * 0.5)
+    assert image[21, 10] == pytest.approx(0.75 * 0.5)
+    assert image[21, 11] == pytest.approx(0.25 * 0.5)
+    edge = accumulate(np.array([[239.0, 179.0]]), 240, 180).image
+    assert edge[179, 239] == pytest.approx(1.0) and edge.sum() == pytest.approx(1.0)
+
+
+def test_gaussian_kernel_is_normalised_and_centred():
+    rng = np.random.default_rng(4)
+    points = np.column_stack([rng.uniform(10, 229, 300), rng.uniform(10, 169, 300)])
+    for sigma in (0.7, 1.0, 2.0):
+        result = accumulate(points, 240, 180, kernel="gaussian", sigma=sigma)
+        assert result.image.sum() == pytest.approx(len(points), rel=1e-12)
+    single = accumulate(np.array([[100.3, 50.6]]), 240, 180, kernel="gaussian", sigma=1.0).image
+    rows, columns = np.mgrid[0:180, 0:240]
+    assert (single * columns).sum() == pytest.approx(100.3, abs=1e-2)  # mean of the sampled kernel
+    assert (single * rows).sum() == pytest.approx(50.6, abs=1e-2)
+    assert single[50, 100] > single[50, 99] and single[51, 100] > single[49, 100]
+
+
+def test_polarity_weights_and_timestamp_image():
+    points = np.array([[5.0, 5.0], [5.0, 5.0], [7.0, 5.0]])
+    polarity = np.array([1.0, -1.0, -1.0])
+    signed = accumulate(points, 20, 10, weights=polarity).image
+    assert signed[5, 5] == 0.0 and signed[5, 7] == -1.0
+    counts = accumulate(points, 20, 10).image
+    assert counts[5, 5] == 2.0 and counts[5, 7] == 1.0
+    timed = accumulate(points, 20, 10, timestamps=np.array([0.001, 0.003, 0.002]))
+    assert timed.timestamp_image[5, 5] == pytest.approx(0.004)
+    assert timed.timestamp_image[5, 7] == pytest.approx(0.002)
