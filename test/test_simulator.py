@@ -248,3 +248,27 @@ def test_bad_parameters_are_reported_by_name(room):
     simulator = EventSimulator(room, Trajectory(ConstantAngularVelocity((0, 0, 0)), 1.0), CALIBRATION)
     with pytest.raises(ValueError, match="interval"):
         simulator.simulate(0.5, 1.5)
+
+
+def test_simulate_command_rejects_a_bad_option_by_name(tmp_path, capsys):
+    from focus_ros.cli import main
+    assert main(["simulate", "-o", str(tmp_path / "out"), "--contrast-threshold", "0", "--no-progress"]) == 1
+    error = capsys.readouterr().err
+    assert "--contrast-threshold must be > 0, got 0.0" in error and len(error.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_simulate_command_writes_an_ecd_folder(tmp_path, capsys):
+    pytest.importorskip("focus_ros.sources.ecd", reason="the ECD writer has not landed yet")
+    from focus_ros.cli import main
+    output = tmp_path / "sequence"
+    assert main(["simulate", "-o", str(output), "--preset", "rotation_short", "--duration", "0.2",
+                 "--seed", "3", "--no-progress"]) == 0
+    summary = capsys.readouterr().out
+    count = int(summary.split(" events")[0].split()[-1].replace(",", ""))
+    assert count > 10_000
+    events = np.loadtxt(output / "events.txt", ndmin=2)
+    assert len(events) == count and np.all(np.diff(events[:, 0]) >= 0)
+    imu = np.loadtxt(output / "imu.txt", ndmin=2)
+    assert len(imu) == 201 and np.allclose(np.diff(imu[:, 0]), 1e-3)
+    assert Calibration.from_ecd_calib(output / "calib.txt") == CALIBRATION

@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="output folder (ecd) or bag path (rosbag1/rosbag2)")
     parser.add_argument("--format", choices=sorted(WRITERS), default="ecd", help="output format (default ecd)")
     parser.add_argument("--preset", choices=sorted(PRESETS), default="rotation_short",
-                        help="; ".join(f"{p.name}: {p.description}" for p in PRESETS.values()))
+                        help="(default rotation_short) " + "; ".join(f"{p.name}: {p.description}" for p in PRESETS.values()))
     parser.add_argument("--duration", type=float, default=None, metavar="S",
                         help="simulated seconds (default: the preset's, 10 s for rotation)")
     parser.add_argument("--seed", type=int, default=0, help="random seed: scene, motion, sensor, noise")
@@ -63,17 +63,28 @@ def load_writer(output_format: str):
     return getattr(module, function_name), options
 
 
+def check_options(args: argparse.Namespace) -> None:
+    """Raise UserError naming the first out-of-range option."""
+    checks = [("--duration", args.duration is None or args.duration > 0, "> 0 s", args.duration),
+              ("--contrast-threshold", args.contrast_threshold > 0, "> 0", args.contrast_threshold),
+              ("--threshold-mismatch", args.threshold_mismatch >= 0, ">= 0", args.threshold_mismatch),
+              ("--refractory-period", args.refractory_period >= 0, ">= 0 ms", args.refractory_period),
+              ("--noise-rate", args.noise_rate >= 0, ">= 0 Hz", args.noise_rate),
+              ("--max-pixel-motion", 0 < args.max_pixel_motion <= 5, "in (0, 5] px", args.max_pixel_motion)]
+    for flag, ok, expected, value in checks:
+        if not ok or not np.isfinite(value if value is not None else 0.0):
+            raise UserError(f"{flag} must be {expected}, got {value}")
+
+
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from focus_ros.sources.simulator import SensorConfig, make_preset
+    check_options(args)
     sensor = SensorConfig(contrast_threshold=args.contrast_threshold, threshold_mismatch=args.threshold_mismatch,
                           refractory_period_s=args.refractory_period * 1e-3, noise_rate_hz=args.noise_rate,
                           max_pixel_motion_px=args.max_pixel_motion)
-    try:
-        sensor.validate()
-    except ValueError as error:
-        raise UserError(str(error).replace("sensor parameter ", "option for ")) from None
+    sensor.validate()
     writer, writer_options = load_writer(args.format)  # fail before simulating, not after
     simulator = make_preset(args.preset, args.duration, args.seed, sensor)
     duration_s = simulator.trajectory.duration_s
