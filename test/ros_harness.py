@@ -49,7 +49,8 @@ class NodeProcess:
                                         stderr=subprocess.STDOUT, start_new_session=True)
 
     def log(self) -> str:
-        self._log_file.flush()
+        if not self._log_file.closed:
+            self._log_file.flush()
         return self.log_path.read_text(errors="replace")
 
     def alive(self) -> bool:

@@ -1,0 +1,110 @@
+"""Conversions between ROS messages and the core's types (the only rclpy-aware glue)."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import numpy as np
+from builtin_interfaces.msg import Time
+from sensor_msgs.msg import CameraInfo, Image
+
+from focus_ros import transport
+from focus_ros.camera import Calibration
+from focus_ros.events import NANOSECONDS_PER_SECOND
+
+#: message type -> (Python module, class, decoder of the serialized CDR bytes)
+EVENT_MESSAGES = {
+    "dvs_msgs/EventArray": ("dvs_msgs.msg", "EventArray", transport.decode_event_array),
+    "event_camera_msgs/EventPacket": ("event_camera_msgs.msg", "EventPacket", transport.decode_event_packet),
+}
+
+
+def _lookup(message_type: str):
+    if message_type not in EVENT_MESSAGES:
+        raise ValueError(f"unknown event message type '{message_type}': use one of {', '.join(EVENT_MESSAGES)}")
+    return EVENT_MESSAGES[message_type]
+
+
+def event_message_class(message_type: str):
+    """The generated Python class of an event message type (for subscriptions)."""
+    module_name, class_name, _ = _lookup(message_type)
+    try:
+        return getattr(importlib.import_module(module_name), class_name)
+    except ImportError as error:
+        package = module_name.split(".")[0]
+        raise ValueError(f"the interface package {package} is not built in this environment ({error}); "
+                         f"build it from focus_ros/interfaces/{package} (see README)") from None
+
+
+def event_decoder(message_type: str):
+    """A numpy decoder of serialized messages of that type: bytes -> (Events, info).
+
+    For EventPacket the decoder keeps an EVT3 decoder state across packets (EVT3 time
+    high words and row addresses carry over from one packet to the next).
+    """
+    decode = _lookup(message_type)[2]
+    if decode is transport.decode_event_packet:
+        evt3_state = transport.Evt3Decoder()
+        return lambda buffer: transport.decode_event_packet(buffer, evt3_state)
+    return decode
+
+
+def time_from_ns(t_ns: int) -> Time:
+    seconds, nanoseconds = divmod(int(t_ns), NANOSECONDS_PER_SECOND)
+    return Time(sec=seconds, nanosec=nanoseconds)
+
+
+def ns_from_time(stamp: Time) -> int:
+    return int(stamp.sec) * NANOSECONDS_PER_SECOND + int(stamp.nanosec)
+
+
+def calibration_from_camera_info(message: CameraInfo) -> Calibration:
+    """Intrinsics from a CameraInfo (plumb_bob / rational_polynomial first 5 terms)."""
+    if message.width == 0 or message.height == 0:
+        raise ValueError("camera_info has width or height 0")
+    k = np.asarray(message.k, dtype=float)
+    if k[0] <= 0 or k[4] <= 0:
+        raise ValueError("camera_info has no intrinsics (K is zero)")
+    model = message.distortion_model or "plumb_bob"
+    if model not in ("plumb_bob", "rational_polynomial", "radtan"):
+        raise ValueError(f"distortion model '{model}' is not supported (plumb_bob only)")
+    d = list(message.d)[:5]
+    d += [0.0] * (5 - len(d))
+    return Calibration(int(message.width), int(message.height), k[0], k[4], k[2], k[5], distortion=tuple(d))
+
+
+def calibration_from_parameters(values: dict) -> Calibration:
+    """Intrinsics from the node's ``calibration.*`` parameters (a file or the numbers).
+
+    values: file, width, height, fx, fy, cx, cy, distortion. Raises ValueError saying
+    what is missing.
+    """
+    width, height = int(values.get("width", 0)), int(values.get("height", 0))
+    if values.get("file"):
+        path = Path(values["file"])
+        if path.suffix in (".yaml", ".yml"):
+            return Calibration.from_yaml(path)
+        if not width or not height:
+            raise ValueError("calibration.file is a calib.txt: calibration.width and calibration.height are needed too")
+        return Calibration.from_ecd_calib(path, width=width, height=height)
+    missing = [name for name in ("width", "height", "fx", "fy") if not values.get(name)]
+    if missing:
+        raise ValueError(f"calibration parameters missing: {', '.join('calibration.' + m for m in missing)}")
+    distortion = list(values.get("distortion") or [])
+    distortion += [0.0] * (5 - len(distortion))
+    return Calibration(width, height, float(values["fx"]), float(values["fy"]), float(values["cx"]),
+                       float(values["cy"]), distortion=tuple(float(d) for d in distortion[:5]))
+
+
+def rgb_image(rgb: np.ndarray, stamp: Time, frame_id: str) -> Image:
+    """A (height, width, 3) uint8 array as a sensor_msgs/Image with rgb8 encoding."""
+    message = Image()
+    message.header.stamp = stamp
+    message.header.frame_id = frame_id
+    message.height, message.width = int(rgb.shape[0]), int(rgb.shape[1])
+    message.encoding = "rgb8"
+    message.is_bigendian = 0
+    message.step = 3 * message.width
+    message.data = np.ascontiguousarray(rgb, dtype=np.uint8).tobytes()
+    return message

@@ -1,0 +1,181 @@
+"""Replay a ROS 1 or ROS 2 bag onto ROS 2 topics, events as raw bytes.
+
+The Event Camera Dataset's own ROS 1 bags play without conversion: events are turned
+from ROS 1 bytes into CDR with numpy (``focus_ros.transport``), the other messages
+(IMU, camera_info, poses) with rosbags' converter. ROS 2 bags are published as stored.
+
+Pacing (``rate``):
+
+- ``rate > 0``: at ``rate`` times real time (1.0 = as recorded);
+- ``rate == 0``: as fast as the estimator consumes: after each event message the
+  replayer waits until the estimates published on ``pace_topic`` (TwistStamped, stamp =
+  window reference time) have caught up to within ``pace_lead_events`` events of what was
+  published (or ``pace_timeout_s`` passed), so no window is dropped for lack of time.
+
+``ros2 run focus_ros replay_node --ros-args -p bag:=/data/boxes_rotation.bag -p rate:=0.5``
+or ``focus-ros replay /data/boxes_rotation.bag --rate 0.5``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import threading
+import time
+from bisect import bisect_right
+from pathlib import Path
+
+import numpy as np
+import rclpy
+from geometry_msgs.msg import TwistStamped
+from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+from rclpy.node import Node
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+from focus_ros import transport
+from focus_ros.events import NANOSECONDS_PER_SECOND
+from focus_ros.sources import bags
+from focus_ros.sources.errors import BagError
+
+EVENT_TYPES = {"dvs_msgs/msg/EventArray", "event_camera_msgs/msg/EventPacket"}
+
+
+def message_class(message_type: str):
+    """The rclpy class of 'package/msg/Name'."""
+    package, _, name = message_type.split("/")
+    try:
+        return getattr(importlib.import_module(f"{package}.msg"), name)
+    except (ImportError, AttributeError):
+        raise BagError(f"message type {message_type} is not available in this ROS environment") from None
+
+
+class BagReplayer(Node):
+    """Publishes a bag's messages (see the module docstring)."""
+
+    def __init__(self, bag: str | None = None, rate: float | None = None, **kwargs):
+        super().__init__("replay_node", **kwargs)
+        declare = self.declare_parameter
+        declare("bag", bag or "", ParameterDescriptor(description="ROS 1 .bag file or ROS 2 bag folder", read_only=True))
+        declare("rate", 1.0 if rate is None else float(rate), ParameterDescriptor(
+            description="replay rate factor: 1 = real time, 0 = as fast as the estimator consumes",
+            floating_point_range=[FloatingPointRange(from_value=0.0, to_value=1000.0, step=0.0)]))
+        declare("topics", [""], ParameterDescriptor(description="topics to play; empty = all known types"))
+        declare("pace_topic", "/angular_velocity",
+                ParameterDescriptor(description="TwistStamped estimates to pace on when rate is 0"))
+        declare("pace_lead_events", 60000, ParameterDescriptor(
+            description="with rate 0: events published ahead of the last estimate (>= one window + stride)",
+            integer_range=[IntegerRange(from_value=1, to_value=100_000_000, step=1)]))
+        declare("pace_timeout_s", 2.0, ParameterDescriptor(description="with rate 0: longest wait for an estimate (s)"))
+        declare("wait_for_subscribers_s", 5.0,
+                ParameterDescriptor(description="wait this long for a subscriber to the events before playing"))
+        self.bag_path = Path(self.get_parameter("bag").value)
+        self.rate = float(self.get_parameter("rate").value)
+        topics = [t for t in self.get_parameter("topics").value if t]
+        self._source = bags.open_bag_messages(self.bag_path, topics or None)
+        qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100, reliability=ReliabilityPolicy.RELIABLE)
+        self._publishers = {topic: self.create_publisher(message_class(msgtype), topic, qos)
+                            for topic, msgtype in self._source.topics.items()}
+        self._event_topics = [t for t, msgtype in self._source.topics.items() if msgtype in EVENT_TYPES]
+        self._estimated_until_ns = -1
+        self._estimate_count = 0
+        self._estimate_arrived = threading.Event()
+        if self.rate == 0:
+            self.create_subscription(TwistStamped, self.get_parameter("pace_topic").value, self._on_estimate, 100)
+        self.published_messages = 0
+        self.published_events = 0
+
+    def _on_estimate(self, message: TwistStamped) -> None:
+        stamp_ns = message.header.stamp.sec * NANOSECONDS_PER_SECOND + message.header.stamp.nanosec
+        self._estimated_until_ns = max(self._estimated_until_ns, stamp_ns)
+        self._estimate_count += 1
+        self._estimate_arrived.set()
+
+    def _wait_for_subscribers(self, executor) -> None:
+        deadline = time.monotonic() + self.get_parameter("wait_for_subscribers_s").value
+        while time.monotonic() < deadline:
+            if all(self._publishers[t].get_subscription_count() > 0 for t in self._event_topics):
+                time.sleep(0.2)  # let discovery settle on both sides
+                return
+            executor.spin_once(timeout_sec=0.05)
+        self.get_logger().warning("no subscriber to the events yet: playing anyway")
+
+    def play(self, executor, progress=None) -> int:
+        """Publish every message; returns the number of messages published."""
+        self._wait_for_subscribers(executor)
+        self.get_logger().info(f"playing {self.bag_path} ({', '.join(self._publishers)}) at "
+                               + ("the estimator's pace" if self.rate == 0 else f"rate {self.rate}"))
+        event_times: list[int] = []     # first timestamp of each published event message
+        event_totals: list[int] = []    # events published up to and including that message
+        start_wall = None
+        first_t = None
+        for topic, msgtype, t_ns, payload, event_count, first_event_ns in self._source.messages():
+            if first_t is None:
+                first_t, start_wall = t_ns, time.monotonic()
+            if self.rate > 0:
+                delay = start_wall + (t_ns - first_t) / NANOSECONDS_PER_SECOND / self.rate - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+            elif event_count and event_totals:
+                self._wait_for_consumer(executor, event_times, event_totals)
+            self._publishers[topic].publish(payload)
+            self.published_messages += 1
+            if event_count:
+                self.published_events += event_count
+                event_times.append(first_event_ns)
+                event_totals.append(self.published_events)
+                if progress is not None:
+                    progress.update(event_count)
+            executor.spin_once(timeout_sec=0)
+        if self.rate == 0 and event_totals:
+            self._wait_for_consumer(executor, event_times, event_totals, final=True)
+        return self.published_messages
+
+    def _wait_for_consumer(self, executor, event_times, event_totals, final=False) -> None:
+        """Block until the estimates cover all but pace_lead_events of what was published.
+
+        An estimate stamped t_ref shows the estimator has taken in the events up to the
+        message holding t_ref (at least). With ``final``, wait until estimates stop coming.
+        """
+        timeout = self.get_parameter("pace_timeout_s").value
+        if final:
+            while True:
+                self._estimate_arrived.clear()
+                deadline = time.monotonic() + min(timeout, 1.0)
+                while not self._estimate_arrived.is_set() and time.monotonic() < deadline:
+                    executor.spin_once(timeout_sec=0.01)
+                if not self._estimate_arrived.is_set():
+                    return
+        lead = self.get_parameter("pace_lead_events").value
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            index = bisect_right(event_times, self._estimated_until_ns) - 1
+            estimated_events = event_totals[index - 1] if index > 0 else 0
+            if self.published_events - estimated_events <= lead:
+                return
+            executor.spin_once(timeout_sec=0.01)
+
+def main(argv=None) -> int:
+    """Entry point of ``ros2 run focus_ros replay_node``."""
+    rclpy.init(args=argv if argv is not None else sys.argv)
+    node = None
+    try:
+        node = BagReplayer()
+        executor = rclpy.executors.SingleThreadedExecutor()
+        executor.add_node(node)
+        node.play(executor)
+        node.get_logger().info(f"done: {node.published_messages} messages, {node.published_events} events")
+    except KeyboardInterrupt:
+        pass
+    except (BagError, ValueError, FileNotFoundError) as error:
+        print(f"replay_node: error: {error}", file=sys.stderr)
+        return 1
+    finally:
+        if node is not None:
+            node.destroy_node()
+        if rclpy.ok():
+            rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
