@@ -29,7 +29,8 @@ def undistorted_bearings(calibration: Calibration) -> np.ndarray:
     pixels = np.stack([u.ravel(), v.ravel()], axis=1).reshape(-1, 1, 2)
     criteria = (cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 200, 1e-14)
     normalized = cv2.undistortPoints(pixels, calibration.camera_matrix, np.array(calibration.distortion),
-                                         P=np.eye(3), criteria=criteria).reshape(calibration.height, calibration.width, 2)
+                                     P=np.eye(3), criteria=criteria)
+    normalized = normalized.reshape(calibration.height, calibration.width, 2)
     return np.concatenate([normalized, np.ones(normalized.shape[:2] + (1,))], axis=2)
 
 

@@ -33,7 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="output folder (ecd) or bag path (rosbag1/rosbag2)")
     parser.add_argument("--format", choices=sorted(WRITERS), default="ecd", help="output format (default ecd)")
     parser.add_argument("--preset", choices=sorted(PRESETS), default="rotation_short",
-                        help="(default rotation_short) " + "; ".join(f"{p.name}: {p.description}" for p in PRESETS.values()))
+                        help="(default rotation_short) "
+                        + "; ".join(f"{p.name}: {p.description}" for p in PRESETS.values()))
     parser.add_argument("--duration", type=float, default=None, metavar="S",
                         help="simulated seconds (default: the preset's, 10 s for rotation)")
     parser.add_argument("--seed", type=int, default=0, help="random seed: scene, motion, sensor, noise")
