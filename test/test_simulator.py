@@ -273,3 +273,24 @@ def test_simulate_command_writes_an_ecd_folder(tmp_path, capsys):
     imu = np.loadtxt(output / "imu.txt", ndmin=2)
     assert len(imu) == 201 and np.allclose(np.diff(imu[:, 0]), 1e-3)
     assert Calibration.from_ecd_calib(output / "calib.txt") == CALIBRATION
+
+
+def test_six_dof_velocity_and_specific_force_are_derivatives_of_the_position():
+    simulator = make_preset("six_dof", seed=4)
+    trajectory = simulator.trajectory
+    model = trajectory.position_model
+    times = np.linspace(0.5, 4.5, 41)
+    step_s = 1e-4
+    numerical_velocity = (model.position(times + step_s) - model.position(times - step_s)) / (2 * step_s)
+    numerical_acceleration = (model.position(times + step_s) - 2 * model.position(times)
+                              + model.position(times - step_s)) / step_s ** 2
+    assert np.abs(model.velocity(times)).max() > 0.1
+    assert np.allclose(model.velocity(times), numerical_velocity, atol=1e-6)
+    assert np.allclose(model.acceleration(times), numerical_acceleration, atol=1e-3)
+    # the accelerometer reads R^T (a - g) in the camera frame
+    rotation = trajectory.orientation(times)
+    expected = np.einsum("nij,ni->nj", rotation, numerical_acceleration - np.array([0.0, 0.0, -9.81]))
+    imu = simulator.imu_samples(0.0, 5.0)
+    on_grid = np.round(times * 1000).astype(int)
+    assert np.allclose(imu.linear_acceleration[on_grid], expected, atol=1e-3)
+    assert np.allclose(simulator.poses(0.0, 5.0).position[on_grid], model.position(times))
