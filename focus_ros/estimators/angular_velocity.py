@@ -120,11 +120,11 @@ class AngularVelocityEstimator:
             raise ValueError(f"unknown optimizer '{settings.optimizer}': choose one of {', '.join(OPTIMIZERS)}")
         if settings.kernel not in KERNELS:
             raise ValueError(f"unknown IWE kernel '{settings.kernel}': choose one of {', '.join(KERNELS)}")
-        try:
-            self.loss = get_loss(settings.loss)
-        except KeyError:
-            from focus_ros.losses import LOSSES
-            raise ValueError(f"unknown loss '{settings.loss}': choose one of {', '.join(LOSSES)}") from None
+        from focus_ros.losses import LOSSES
+
+        if settings.loss not in LOSSES:
+            raise ValueError(f"unknown loss '{settings.loss}': choose one of {', '.join(LOSSES)}")
+        self.loss = get_loss(settings.loss)
         self.degenerate_reason = degeneracy_of(self.loss, settings.use_polarity)
         mode = "with" if settings.use_polarity else "without"
         if not self.degenerate_reason and not self.loss.uses_timestamps and mode not in self.loss.polarity_modes:

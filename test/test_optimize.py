@@ -1,0 +1,178 @@
+"""Optimizers and the angular-velocity estimator: known-motion recovery, degeneracy,
+and the real boxes_rotation slice against its published reference estimate."""
+
+import math
+
+import numpy as np
+import pytest
+
+from focus_ros.camera import Calibration
+from focus_ros.estimators.angular_velocity import AngularVelocityEstimator, AngularVelocitySettings
+from focus_ros.events import Events
+from focus_ros.losses import LOSSES, get_loss
+from focus_ros.optimize import OptimizerSettings, conjugate_gradient, lbfgs, minimize
+from focus_ros.warps import rotation_matrix
+from test_objective import load_slice
+
+TRUE_OMEGA = np.array([2.0, -3.0, 1.5])  # rad/s
+DURATION_S = 0.01
+
+
+def _quadratic(x):
+    matrix = np.array([[4.0, 1.0, 0.0], [1.0, 3.0, 0.5], [0.0, 0.5, 2.0]])
+    target = np.array([1.0, -2.0, 0.5])
+    difference = x - target
+    return 0.5 * difference @ matrix @ difference, matrix @ difference
+
+
+@pytest.mark.parametrize("method", ["cg", "lbfgs"])
+def test_optimizers_find_the_minimum_of_a_quadratic(method):
+    settings = OptimizerSettings(gradient_tolerance=1e-8, value_tolerance=0.0, step_tolerance=0.0)
+    result = minimize(_quadratic, np.zeros(3), method, settings)
+    assert np.allclose(result.x, [1.0, -2.0, 0.5], atol=1e-6)
+    assert result.evaluations >= result.iterations >= 1
+    assert result.converged
+
+
+def test_conjugate_gradient_on_rosenbrock_and_caps():
+    def rosenbrock(x):
+        value = (1 - x[0]) ** 2 + 100 * (x[1] - x[0] ** 2) ** 2
+        gradient = np.array([-2 * (1 - x[0]) - 400 * x[0] * (x[1] - x[0] ** 2), 200 * (x[1] - x[0] ** 2)])
+        return value, gradient
+
+    settings = OptimizerSettings(gradient_tolerance=1e-6, value_tolerance=0.0, step_tolerance=0.0,
+                                 max_iterations=1000, max_evaluations=5000)
+    result = conjugate_gradient(rosenbrock, np.array([-1.2, 1.0]), settings)
+    assert np.allclose(result.x, [1.0, 1.0], atol=1e-4)
+    capped = conjugate_gradient(rosenbrock, np.array([-1.2, 1.0]), OptimizerSettings(max_iterations=3))
+    assert capped.iterations == 3 and not capped.converged
+    assert lbfgs(rosenbrock, np.array([-1.2, 1.0]), settings).value < 1e-8
+
+
+def synthetic_rotation_events(calibration: Calibration, omega=TRUE_OMEGA, count=20_000, seed=7) -> Events:
+    """Events of edges at infinity seen by a camera rotating at constant omega (rad/s).
+
+    Scene: 25 random straight edges in the undistorted image at t = 0, each with its own
+    polarity. An event at time t_k sees scene bearing b_ref at
+    b_k = exp(-[omega]x t_k) b_ref (so that exp([omega]x t_k) b_k = b_ref, the warp's
+    convention with t_ref = 0), projected WITH the lens distortion and rounded to the
+    pixel, like a real sensor.
+    """
+    rng = np.random.default_rng(seed)
+    edges = 25
+    starts = np.column_stack([rng.uniform(-0.5, 0.5, edges), rng.uniform(-0.35, 0.35, edges)])
+    directions = rng.normal(size=(edges, 2))
+    directions /= np.linalg.norm(directions, axis=1, keepdims=True)
+    lengths = rng.uniform(0.1, 0.3, edges)
+    edge = rng.integers(0, edges, count)
+    along = rng.uniform(0, 1, count) * lengths[edge]
+    reference = starts[edge] + along[:, None] * directions[edge]
+    times = np.sort(rng.uniform(0.0, DURATION_S, count))
+    bearings = np.column_stack([reference, np.ones(count)])
+    seen = np.array([rotation_matrix(-omega * t) @ b for t, b in zip(times, bearings)])
+    pixels = np.rint(calibration.project(seen, distort=True))
+    inside = ((pixels[:, 0] >= 0) & (pixels[:, 0] < calibration.width)
+              & (pixels[:, 1] >= 0) & (pixels[:, 1] < calibration.height))
+    polarity = np.where(edge % 2 == 0, 1, -1)
+    t_ns = np.round(times * 1e9).astype(np.int64)
+    return Events.from_arrays(pixels[inside, 0], pixels[inside, 1], t_ns[inside], polarity[inside])
+
+
+@pytest.fixture(scope="module")
+def synthetic():
+    calibration = Calibration.davis240c()
+    return calibration, synthetic_rotation_events(calibration)
+
+
+#: known failures on the synthetic edges (measured, reported; not hidden by a looser tolerance):
+#: their landscape is nearly flat along omega_z, and either the loss's own peak is off in
+#: omega_z by ~0.6 rad/s (score at the estimate > score at the truth) or CG stops early on
+#: the flat ridge (score at the estimate < score at the truth).
+WEAK_ON_SYNTHETIC = {
+    "mean_absolute_deviation": "CG stops early on a flat omega_z ridge (score below the truth's)",
+    "mean_absolute_value": "the loss's peak is 0.6 rad/s off in omega_z on this scene",
+    "entropy": "CG stops at a lower local peak; the loss's own peak is also ~0.4 rad/s off",
+    "local_mean_absolute_value": "the loss's peak is 0.6 rad/s off in omega_z on this scene",
+}
+
+
+def _usable_cases():
+    for name in LOSSES:
+        loss = get_loss(name)
+        polarity = "with" in loss.polarity_modes and not loss.uses_timestamps
+        if "without" in loss.polarity_modes and not loss.degenerate_without_polarity:
+            polarity = False
+        marks = ()
+        if name in WEAK_ON_SYNTHETIC:
+            marks = pytest.mark.xfail(strict=True, reason=WEAK_ON_SYNTHETIC[name])
+        yield pytest.param(name, polarity, id=f"{name}-{'pol' if polarity else 'nopol'}", marks=marks)
+
+
+@pytest.mark.parametrize("name, polarity", list(_usable_cases()))
+def test_each_usable_loss_recovers_a_known_angular_velocity(synthetic, name, polarity):
+    calibration, events = synthetic
+    estimator = AngularVelocityEstimator(calibration, AngularVelocitySettings(
+        loss=name, use_polarity=polarity, t_ref="start"))
+    estimate = estimator.estimate(events, initial=TRUE_OMEGA * 0.7)
+    assert not estimate.degenerate, estimate.message
+    # Tolerance: events are rounded to integer pixels (+-0.5 px). An error d omega moves
+    # the window's last events by ~ f |d omega| T = 200 px * 0.3 rad/s * 10 ms = 0.6 px
+    # relative to its first ones: below the pixel quantisation, the resolution limit of
+    # the data, so 0.3 rad/s (about 8 % of |omega| = 3.9 rad/s).
+    assert np.linalg.norm(estimate.angular_velocity - TRUE_OMEGA) < 0.3, estimate.angular_velocity
+    assert estimate.score >= estimate.score_at_initial
+
+
+@pytest.mark.parametrize("name", [n for n in LOSSES if get_loss(n).degenerate_without_polarity])
+def test_degenerate_losses_are_reported_not_estimated(synthetic, name):
+    calibration, events = synthetic
+    estimator = AngularVelocityEstimator(calibration, AngularVelocitySettings(loss=name, use_polarity=False))
+    estimate = estimator.estimate(events)
+    assert estimate.degenerate
+    assert "degenerate without polarity" in estimate.message
+    assert np.all(np.isnan(estimate.angular_velocity))
+
+
+def test_too_few_events_is_degenerate(synthetic):
+    calibration, events = synthetic
+    estimator = AngularVelocityEstimator(calibration)
+    estimate = estimator.estimate(events[:10])
+    assert estimate.degenerate and "fewer than the minimum" in estimate.message
+
+
+def test_polarity_mode_the_loss_does_not_support_is_rejected():
+    with pytest.raises(ValueError, match="area_exponential"):
+        AngularVelocityEstimator(Calibration.davis240c(),
+                                 AngularVelocitySettings(loss="area_exponential", use_polarity=True))
+    with pytest.raises(ValueError, match="unknown loss"):
+        AngularVelocityEstimator(Calibration.davis240c(), AngularVelocitySettings(loss="sharpness"))
+
+
+def test_warm_start_reuses_the_previous_estimate(synthetic):
+    calibration, events = synthetic
+    estimator = AngularVelocityEstimator(calibration, AngularVelocitySettings(t_ref="start"))
+    first = estimator.estimate(events)
+    second = estimator.estimate(events)
+    assert np.array_equal(second.initial, first.angular_velocity)
+    assert second.evaluations <= first.evaluations
+    estimator.reset()
+    assert not estimator.estimate(events).initial.any()
+
+
+@pytest.mark.parametrize("name, optimizer", [
+    ("variance", "cg"), ("gradient_magnitude", "cg"), ("variance", "lbfgs"),
+    pytest.param("gradient_magnitude", "lbfgs", marks=pytest.mark.xfail(
+        strict=True, reason="L-BFGS-B's first unit step from 0 jumps to another, lower peak"))])
+def test_real_slice_from_zero_reaches_the_reference_sharpness(name, optimizer):
+    events, calibration = load_slice("boxes_rotation")
+    estimator = AngularVelocityEstimator(calibration, AngularVelocitySettings(
+        loss=name, t_ref="start", optimizer=optimizer))
+    estimate = estimator.estimate(events, initial=np.zeros(3))
+    objective = estimator.objective
+    reference = np.array([3.576, 3.945, -1.754])  # published estimate, same warp convention
+    score_at_reference = estimator.loss.sign * objective.value(reference)
+    assert estimate.score >= score_at_reference
+    assert estimate.score > estimate.score_at_zero
+    # and it is the same peak: within the README's +-0.5 rad/s of the published estimate
+    assert np.all(np.abs(estimate.angular_velocity - reference) < 0.5)
+    assert math.isfinite(estimate.score)
