@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 #: subcommand name -> module in focus_ros.commands
@@ -47,6 +48,8 @@ def main(argv=None) -> int:
     try:
         return int(args.run(args) or 0)
     except (UserError, FileNotFoundError, ValueError) as error:
+        if os.environ.get("FOCUS_ROS_DEBUG"):
+            raise
         print(f"focus-ros {args.command}: error: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
@@ -55,4 +58,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # run through the package module, so that UserError is the class the commands raise
+    from focus_ros.cli import main as package_main
+    sys.exit(package_main())
