@@ -1,0 +1,387 @@
+"""Run every (loss, polarity) job over the same windows, in parallel, resumably.
+
+1. ``build_windows``: window [start, end) event indices, built once for all jobs
+   (consecutive windows of N events within a time range, every K-th, at most M).
+2. ``prepare_event_store``: the events saved once as .npy files in the output folder;
+   each worker process memory-maps them (no pickling of tens of MB per job).
+3. ``run_jobs``: a process pool of ``workers`` processes; each job runs the warm-started
+   estimator over all windows in order, times value+gradient evaluations, and writes
+   ``<out>/estimates/<loss>__<polarity>.json`` then ``.csv`` atomically. A job whose
+   CSV exists with the same fingerprint (same windows and settings) is skipped on resume.
+4. ``read_job_result``: a finished job's estimates back as arrays.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import math
+import os
+import queue
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from focus_ros.camera import Calibration
+from focus_ros.events import NANOSECONDS_PER_SECOND, Events
+
+POLARITY_MODES = ("without", "with")
+ESTIMATE_COLUMNS = ("window", "start_index", "end_index", "t_ref", "wx", "wy", "wz", "iterations",
+                    "evaluations", "score", "degenerate")
+EVENT_FIELDS = ("x", "y", "t", "p")
+
+
+@dataclass(frozen=True)
+class EstimatorOptions:
+    """Estimator settings shared by all jobs (see AngularVelocitySettings)."""
+
+    kernel: str = "bilinear"
+    sigma: float = 1.0
+    t_ref: str = "middle"
+    warp: str = "exact"
+    optimizer: str = "cg"
+
+
+@dataclass(frozen=True)
+class Job:
+    """One (loss, polarity) combination; status "ok" or why it cannot run ("degenerate",
+    "unsupported") with the reason."""
+
+    loss: str
+    polarity: str
+    status: str = "ok"
+    reason: str = ""
+
+    @property
+    def name(self) -> str:
+        return f"{self.loss}__{self.polarity}"
+
+
+@dataclass
+class JobResult:
+    """A finished job: t_ref (ns, W), angular_velocity (W, 3) rad/s (NaN when degenerate),
+    degenerate (W,) bool, and timings in µs (median value+gradient of the objective; loss alone)."""
+
+    job: Job
+    t_ref_ns: np.ndarray
+    angular_velocity: np.ndarray
+    degenerate: np.ndarray
+    us_per_evaluation: float
+    us_per_loss_evaluation: float
+    elapsed_s: float = float("nan")
+
+
+def plan_jobs(losses, polarity_modes=POLARITY_MODES) -> list[Job]:
+    """Jobs for each loss and polarity mode, marking the combinations the paper leaves as '-':
+    MAV / local MAV without polarity, mean timestamp with polarity (degenerate), and losses
+    defined only on count images with polarity (unsupported)."""
+    from focus_ros.losses import LOSSES, get_loss
+
+    jobs = []
+    for name in losses:
+        if name not in LOSSES:
+            raise ValueError(f"unknown loss '{name}': choose from {', '.join(LOSSES)}")
+        loss = get_loss(name)
+        for mode in polarity_modes:
+            if mode not in POLARITY_MODES:
+                raise ValueError(f"unknown polarity mode '{mode}': choose with, without or both")
+            if mode == "without" and loss.degenerate_without_polarity:
+                jobs.append(Job(name, mode, "degenerate", "without polarity the IWE sums to the event count"))
+            elif mode == "with" and loss.uses_timestamps:
+                jobs.append(Job(name, mode, "degenerate", "the mean timestamp uses the count image only"))
+            elif mode not in loss.polarity_modes:
+                jobs.append(Job(name, mode, "unsupported",
+                                f"loss works only {' or '.join(loss.polarity_modes)} polarity"))
+            else:
+                jobs.append(Job(name, mode))
+    return jobs
+
+
+def build_windows(t_ns: np.ndarray, window_events: int, every: int = 1, max_windows: int | None = None,
+                  time_range_ns: tuple[int, int] | None = None) -> np.ndarray:
+    """[start, end) event indices (int64, shape (W, 2)) of consecutive windows of window_events
+    events inside time_range_ns = (start, end) ns (default: all events), keeping every
+    every-th window and at most max_windows."""
+    if window_events <= 0:
+        raise ValueError(f"window size must be a positive number of events, got {window_events}")
+    if every <= 0:
+        raise ValueError(f"--every must be a positive number of windows, got {every}")
+    if max_windows is not None and max_windows <= 0:
+        raise ValueError(f"--max-windows must be positive, got {max_windows}")
+    first, last = 0, len(t_ns)
+    if time_range_ns is not None:
+        start_ns, end_ns = time_range_ns
+        if not end_ns > start_ns:
+            raise ValueError(f"time range end must follow its start, got [{start_ns / 1e9}, {end_ns / 1e9}] s")
+        first = int(np.searchsorted(t_ns, start_ns, side="left"))
+        last = int(np.searchsorted(t_ns, end_ns, side="left"))
+    starts = np.arange(first, last - window_events + 1, window_events, dtype=np.int64)[::every]
+    if max_windows is not None:
+        starts = starts[:max_windows]
+    return np.stack([starts, starts + window_events], axis=1) if len(starts) else np.empty((0, 2), np.int64)
+
+
+# ---------------------------------------------------------------------------- event store
+
+
+def prepare_event_store(events: Events, folder: Path) -> Path:
+    """Save the events once as x.npy, y.npy, t.npy, p.npy in folder (skipped when already there
+    with the same length and end times) for the workers to memory-map."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    marker = folder / "events.json"
+    summary = {"count": len(events), "first_ns": int(events.t[0]) if len(events) else 0,
+               "last_ns": int(events.t[-1]) if len(events) else 0}
+    if marker.is_file() and json.loads(marker.read_text()) == summary:
+        return folder
+    for name in EVENT_FIELDS:
+        temporary = folder / f"{name}.tmp.npy"
+        np.save(temporary, getattr(events, name))
+        os.replace(temporary, folder / f"{name}.npy")
+    marker.write_text(json.dumps(summary))
+    return folder
+
+
+def open_event_store(folder: Path) -> Events:
+    """The events of an event store, memory-mapped read-only."""
+    return Events(*(np.load(Path(folder) / f"{name}.npy", mmap_mode="r") for name in EVENT_FIELDS))
+
+
+# ---------------------------------------------------------------------------- one job
+
+
+def job_fingerprint(job: Job, windows: np.ndarray, options: EstimatorOptions, event_summary: dict) -> str:
+    """A hash of what determines a job's result: loss, polarity, windows, estimator options, events."""
+    digest = hashlib.sha256()
+    digest.update(json.dumps([job.loss, job.polarity, asdict(options), event_summary], sort_keys=True).encode())
+    digest.update(np.ascontiguousarray(windows, dtype=np.int64).tobytes())
+    return digest.hexdigest()[:16]
+
+
+def result_paths(output: Path, job: Job) -> tuple[Path, Path]:
+    """(estimates CSV, metadata JSON) of a job in the output folder."""
+    folder = Path(output) / "estimates"
+    return folder / f"{job.name}.csv", folder / f"{job.name}.json"
+
+
+def is_finished(output: Path, job: Job, fingerprint: str) -> bool:
+    """True when the job's CSV exists with this fingerprint; ValueError when it exists for
+    different windows or settings (refuse to mix runs in one folder)."""
+    csv_path, meta_path = result_paths(output, job)
+    if not csv_path.is_file():
+        return False
+    stored = json.loads(meta_path.read_text()).get("fingerprint") if meta_path.is_file() else None
+    if stored != fingerprint:
+        raise ValueError(f"{csv_path} holds results of a different run (other windows or settings): "
+                         "use another --output folder or delete it")
+    return True
+
+
+def _median_microseconds(function: Callable[[], object], repeats: int) -> float:
+    samples = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        function()
+        samples.append(time.perf_counter() - started)
+    return float(np.median(samples)) * 1e6
+
+
+def _time_evaluations(estimator, events: Events, windows: np.ndarray, omegas: np.ndarray,
+                      timing_windows: int, repeats: int) -> tuple[float, float]:
+    """Median µs of one value+gradient evaluation of the objective at the estimate, and of the
+    loss alone on the IWE there, over up to timing_windows windows spread over the sequence."""
+    from focus_ros.estimators.angular_velocity import reference_time_ns
+
+    usable = [i for i in range(len(windows)) if np.all(np.isfinite(omegas[i]))]
+    if not usable or timing_windows <= 0:
+        return float("nan"), float("nan")
+    picks = [usable[int(k)] for k in np.linspace(0, len(usable) - 1, min(timing_windows, len(usable)))]
+    objective, loss = estimator.objective, estimator.loss
+    whole, alone = [], []
+    for index in picks:
+        start, end = windows[index]
+        window = _window_events(events, start, end)
+        objective.set_events(window, reference_time_ns(window, estimator.settings.t_ref), int(window.t[0]))
+        omega = omegas[index]
+        objective.evaluate(omega)  # warm caches
+        whole.append(_median_microseconds(lambda: objective.evaluate(omega), repeats))
+        image = objective.image(omega)
+        timestamps = image.timestamp_image if loss.uses_timestamps else None
+        alone.append(_median_microseconds(
+            lambda: loss.evaluate(image.image, objective.loss_options, timestamps), repeats))
+    return float(np.median(whole)), float(np.median(alone))
+
+
+def _window_events(events: Events, start: int, end: int) -> Events:
+    return Events(*(np.array(getattr(events, name)[start:end]) for name in EVENT_FIELDS))
+
+
+def run_job(job: Job, events: Events, calibration: Calibration, windows: np.ndarray, options: EstimatorOptions,
+            output: Path, fingerprint: str, progress: Callable[[int], None] | None = None,
+            timing_windows: int = 3, timing_repeats: int = 15) -> Path:
+    """Estimate every window in order with warm start, time evaluations, and write the job's
+    JSON (fingerprint, timings) and then its CSV (the completion marker), atomically."""
+    from focus_ros.estimators.angular_velocity import AngularVelocityEstimator, AngularVelocitySettings
+
+    settings = AngularVelocitySettings(loss=job.loss, use_polarity=job.polarity == "with", kernel=options.kernel,
+                                       sigma=options.sigma, t_ref=options.t_ref, warp=options.warp,
+                                       optimizer=options.optimizer)
+    estimator = AngularVelocityEstimator(calibration, settings)
+    started = time.perf_counter()
+    records, omegas = [], np.full((len(windows), 3), np.nan)
+    for index, (start, end) in enumerate(windows):
+        estimate = estimator.estimate(_window_events(events, start, end))
+        omegas[index] = estimate.angular_velocity
+        records.append([index, int(start), int(end), f"{estimate.t_ref_ns / NANOSECONDS_PER_SECOND:.9f}",
+                        *(f"{v:.9g}" if math.isfinite(v) else "nan" for v in estimate.angular_velocity),
+                        estimate.iterations, estimate.evaluations, f"{estimate.score:.9g}",
+                        int(estimate.degenerate)])
+        if progress is not None:
+            progress(1)
+    elapsed = time.perf_counter() - started
+    us_whole, us_loss = _time_evaluations(estimator, events, windows, omegas, timing_windows, timing_repeats)
+    csv_path, meta_path = result_paths(output, job)
+    csv_path.parent.mkdir(parents=True, exist_ok=True)
+    _write_atomically(meta_path, json.dumps({
+        "loss": job.loss, "polarity": job.polarity, "fingerprint": fingerprint, "windows": len(windows),
+        "us_per_evaluation": us_whole, "us_per_loss_evaluation": us_loss, "elapsed_s": elapsed,
+        "estimator": asdict(options)}, indent=1))
+    temporary = csv_path.with_name(csv_path.name + ".tmp")
+    with open(temporary, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(ESTIMATE_COLUMNS)
+        writer.writerows(records)
+    os.replace(temporary, csv_path)
+    return csv_path
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(text)
+    os.replace(temporary, path)
+
+
+def read_job_result(output: Path, job: Job) -> JobResult:
+    """A finished job's estimates and timings (ValueError naming the file when malformed)."""
+    csv_path, meta_path = result_paths(output, job)
+    meta = json.loads(meta_path.read_text())
+    with open(csv_path, newline="") as handle:
+        reader = csv.DictReader(handle)
+        if tuple(reader.fieldnames or ()) != ESTIMATE_COLUMNS:
+            raise ValueError(f"{csv_path}: expected columns {','.join(ESTIMATE_COLUMNS)}")
+        rows = list(reader)
+    try:
+        t_ref_ns = np.array([round(float(r["t_ref"]) * NANOSECONDS_PER_SECOND) for r in rows], dtype=np.int64)
+        omega = np.array([[float(r["wx"]), float(r["wy"]), float(r["wz"])] for r in rows]).reshape(-1, 3)
+        degenerate = np.array([r["degenerate"] == "1" for r in rows], dtype=bool)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{csv_path}: malformed row ({error})") from None
+    return JobResult(job, t_ref_ns, omega, degenerate, float(meta.get("us_per_evaluation", math.nan)),
+                     float(meta.get("us_per_loss_evaluation", math.nan)), float(meta.get("elapsed_s", math.nan)))
+
+
+# ---------------------------------------------------------------------------- the pool
+
+_worker_state: dict = {}
+
+
+def _initialize_worker(store: str, calibration: Calibration, progress_queue) -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
+    _worker_state.update(events=open_event_store(Path(store)), calibration=calibration, queue=progress_queue)
+
+
+def _worker_run(arguments) -> str:
+    job, windows, options, output, fingerprint, timing_windows = arguments
+    progress_queue = _worker_state["queue"]
+    run_job(job, _worker_state["events"], _worker_state["calibration"], windows, options, Path(output),
+            fingerprint, progress=lambda n: progress_queue.put(n), timing_windows=timing_windows)
+    return job.name
+
+
+@dataclass
+class RunReport:
+    """What run_jobs did: jobs run now, skipped (already finished), and failures (name -> message)."""
+
+    ran: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+
+
+def run_jobs(jobs: list[Job], events: Events, calibration: Calibration, windows: np.ndarray,
+             options: EstimatorOptions, output: Path, workers: int | None = None, show_progress: bool = True,
+             timing_windows: int = 3) -> RunReport:
+    """Run the runnable jobs not finished yet in ``output``, on ``workers`` processes (default:
+    os.cpu_count(); 1 runs in this process), with a tqdm bar over jobs x windows."""
+    from tqdm import tqdm
+
+    output = Path(output)
+    output.mkdir(parents=True, exist_ok=True)
+    store = prepare_event_store(events, output / "events_store")
+    summary = json.loads((store / "events.json").read_text())
+    report = RunReport()
+    pending = []
+    for job in jobs:
+        if job.status != "ok":
+            continue
+        fingerprint = job_fingerprint(job, windows, options, summary)
+        if is_finished(output, job, fingerprint):
+            report.skipped.append(job.name)
+        else:
+            pending.append((job, windows, options, str(output), fingerprint, timing_windows))
+    workers = (os.cpu_count() or 1) if workers is None else max(1, int(workers))
+    total = len(pending) * len(windows)
+    with tqdm(total=total, unit="window", disable=not show_progress or total == 0, file=sys.stderr,
+              desc=f"{len(pending)} jobs") as bar:
+        if workers == 1 or len(pending) <= 1:
+            stored = open_event_store(store)
+            for job, *rest in pending:
+                try:
+                    run_job(job, stored, calibration, rest[0], rest[1], Path(rest[2]), rest[3], bar.update,
+                            timing_windows=timing_windows)
+                    report.ran.append(job.name)
+                except ValueError as error:
+                    report.failed[job.name] = str(error)
+        else:
+            _run_in_pool(pending, store, calibration, min(workers, len(pending)), bar, report)
+    return report
+
+
+def _run_in_pool(pending, store: Path, calibration: Calibration, workers: int, bar, report: RunReport) -> None:
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+    progress_queue = context.Queue()
+    pool = context.Pool(workers, initializer=_initialize_worker, initargs=(str(store), calibration, progress_queue))
+    try:
+        results = {arguments[0].name: pool.apply_async(_worker_run, (arguments,)) for arguments in pending}
+        waiting = dict(results)
+        while waiting:
+            try:
+                bar.update(progress_queue.get(timeout=0.2))
+            except queue.Empty:
+                pass
+            for name in [name for name, result in waiting.items() if result.ready()]:
+                result = waiting.pop(name)
+                try:
+                    result.get()
+                    report.ran.append(name)
+                except Exception as error:  # a job failed: report it, keep the others
+                    report.failed[name] = f"{type(error).__name__}: {error}"
+        while True:  # drain progress left in the queue
+            try:
+                bar.update(progress_queue.get_nowait())
+            except queue.Empty:
+                break
+        pool.close()
+    except BaseException:
+        pool.terminate()
+        raise
+    finally:
+        pool.join()
