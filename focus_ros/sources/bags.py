@@ -1,0 +1,533 @@
+"""ROS 1 and ROS 2 bags (through the pure-Python ``rosbags``): stream events, read and
+write whole recordings.
+
+- ROS 1: a ``.bag`` file (the Event Camera Dataset's own bags).
+- ROS 2: a bag folder with ``metadata.yaml`` and sqlite3 (``.db3``) or mcap storage.
+
+Events are never turned into per-event Python objects: their serialized bytes go through
+:mod:`focus_ros.transport`. The small messages (IMU, camera info, poses) use rosbags'
+typestore. Default topics and types are those of the dataset's bags (design.md 2-3):
+
+==================  ===============================  ===========================
+``/dvs/events``     ``dvs_msgs/msg/EventArray``      (or ``event_camera_msgs/msg/EventPacket``)
+``/dvs/imu``        ``sensor_msgs/msg/Imu``          -> :class:`ImuSamples`
+``/dvs/camera_info````sensor_msgs/msg/CameraInfo``   -> :class:`Calibration` (plumb bob)
+``/optitrack/davis````geometry_msgs/msg/PoseStamped`` -> :class:`Poses`
+==================  ===============================  ===========================
+
+Failures (missing file, corrupt or truncated bag, missing topic, unknown type, bad
+event message) raise :class:`BagError` naming the file and topic; events read before
+the fault are yielded first.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from contextlib import closing
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from rosbags.highlevel import AnyReader
+from rosbags.rosbag1 import Writer as Ros1Writer
+from rosbags.rosbag2 import StoragePlugin
+from rosbags.rosbag2 import Writer as Ros2Writer
+from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+
+from focus_ros import transport
+from focus_ros.camera import Calibration
+from focus_ros.events import NANOSECONDS_PER_SECOND, Events
+from focus_ros.sources.errors import BagError
+from focus_ros.sources.recording import ImuSamples, Poses, Recording
+
+EVENT_ARRAY_TYPE = "dvs_msgs/msg/EventArray"
+EVENT_PACKET_TYPE = "event_camera_msgs/msg/EventPacket"
+IMU_TYPE = "sensor_msgs/msg/Imu"
+CAMERA_INFO_TYPE = "sensor_msgs/msg/CameraInfo"
+POSE_TYPE = "geometry_msgs/msg/PoseStamped"
+EVENT_TYPES = (EVENT_ARRAY_TYPE, EVENT_PACKET_TYPE)
+
+
+@dataclass(frozen=True)
+class BagTopics:
+    """Topic names used by :func:`read_bag` and :func:`write_bag` (dataset defaults)."""
+
+    events: str = "/dvs/events"
+    imu: str = "/dvs/imu"
+    camera_info: str = "/dvs/camera_info"
+    poses: str = "/optitrack/davis"
+
+
+DEFAULT_TOPICS = BagTopics()
+
+# Message definitions (as in interfaces/; ROS 1 variants use ROS 1 builtins)
+_ROS2_DEFINITIONS = {
+    "dvs_msgs/msg/Event": "uint16 x\nuint16 y\nbuiltin_interfaces/Time ts\nbool polarity\n",
+    EVENT_ARRAY_TYPE: "std_msgs/Header header\nuint32 height\nuint32 width\nEvent[] events\n",
+    EVENT_PACKET_TYPE: ("std_msgs/Header header\nuint32 height\nuint32 width\nuint64 seq\n"
+                        "uint64 time_base\nstring encoding\nbool is_bigendian\nuint8[] events\n"),
+}
+_ROS1_DEFINITIONS = {
+    "dvs_msgs/msg/Event": "uint16 x\nuint16 y\ntime ts\nbool polarity\n",
+    EVENT_ARRAY_TYPE: "Header header\nuint32 height\nuint32 width\nEvent[] events\n",
+}
+
+
+def typestore_with_event_types(ros_version: int = 2):
+    """A rosbags typestore (ROS 2 Humble or ROS 1 Noetic) with dvs_msgs and
+    event_camera_msgs registered from their message text."""
+    store = get_typestore(Stores.ROS2_HUMBLE if ros_version == 2 else Stores.ROS1_NOETIC)
+    definitions = _ROS2_DEFINITIONS if ros_version == 2 else _ROS1_DEFINITIONS
+    types = {}
+    for name, text in definitions.items():
+        types.update(get_types_from_msg(text, name))
+    store.register(types)
+    return store
+
+
+# ----------------------------------------------------------------------------------------
+# Opening
+
+
+def bag_version(path) -> int:
+    """1 for a ROS 1 ``.bag`` file, 2 for a ROS 2 bag folder (metadata.yaml); BagError else."""
+    path = Path(path)
+    if path.is_file() and path.suffix == ".bag":
+        return 1
+    if path.is_dir() and (path / "metadata.yaml").is_file():
+        return 2
+    if not path.exists():
+        raise BagError(f"bag not found: {path}")
+    raise BagError(f"{path}: not a bag (expected a ROS 1 .bag file or a ROS 2 bag folder "
+                   f"with metadata.yaml)")
+
+
+def open_bag(path) -> AnyReader:
+    """Open a ROS 1 or ROS 2 bag for reading (a rosbags AnyReader, already open; close it
+    or use it in a ``with`` block). Raises BagError for a missing, corrupt or truncated bag."""
+    path = Path(path)
+    version = bag_version(path)
+    reader = AnyReader([path], default_typestore=typestore_with_event_types(2))
+    try:
+        reader.open()
+    except Exception as error:  # rosbags raises several types for damaged files
+        raise BagError(f"{path}: cannot open ROS {version} bag: {_one_line(error)}") from None
+    return reader
+
+
+def _one_line(error: Exception) -> str:
+    text = " ".join(str(error).split()) or type(error).__name__
+    return text[:300]
+
+
+def bag_topics(reader: AnyReader) -> dict[str, str]:
+    """topic -> ROS 2 style message type ('package/msg/Name') of an open bag."""
+    return {connection.topic: connection.msgtype for connection in reader.connections}
+
+
+def _connections(reader: AnyReader, path: Path, topic: str, expected_types=None):
+    found = [c for c in reader.connections if c.topic == topic]
+    if not found:
+        raise BagError(f"{path}: topic {topic} not in the bag (topics: "
+                       f"{', '.join(sorted(bag_topics(reader))) or 'none'})")
+    if expected_types is not None:
+        for connection in found:
+            if connection.msgtype not in expected_types:
+                raise BagError(f"{path}: topic {topic} has type {connection.msgtype}, "
+                               f"expected {' or '.join(expected_types)}")
+    return found
+
+
+def find_event_topic(reader: AnyReader, path) -> str:
+    """The one topic with an event message type; BagError when there is none or several."""
+    topics = sorted({c.topic for c in reader.connections if c.msgtype in EVENT_TYPES})
+    if len(topics) != 1:
+        raise BagError(f"{path}: expected one event topic ({' or '.join(EVENT_TYPES)}), found "
+                       f"{len(topics)}{': ' + ', '.join(topics) if topics else ''}; give the topic")
+    return topics[0]
+
+
+def _iter_raw(reader: AnyReader, connections, path: Path, topic: str):
+    """(connection, log time ns, raw bytes), turning any reader fault into BagError."""
+    iterator = reader.messages(connections=connections)
+    while True:
+        try:
+            item = next(iterator)
+        except StopIteration:
+            return
+        except Exception as error:
+            raise BagError(f"{path}: topic {topic}: corrupt or truncated bag: "
+                           f"{_one_line(error)}") from None
+        yield item
+
+
+# ----------------------------------------------------------------------------------------
+# Events
+
+
+def _decode_event_message(raw, msgtype: str, ros_version: int,
+                          evt3_decoder: transport.Evt3Decoder):
+    """(Events, info) of one event message's raw bytes."""
+    if msgtype == EVENT_ARRAY_TYPE:
+        if ros_version == 1:
+            return transport.decode_event_array_ros1(raw)
+        return transport.decode_event_array(raw)
+    return transport.decode_event_packet(raw, evt3_decoder)
+
+
+def iter_bag_events(path, topic: str | None = None) -> Iterator[tuple[Events, object]]:
+    """Stream the event messages of a bag as (Events, info) pairs, one per message, in
+    log-time order. info is an EventArrayInfo or EventPacketInfo.
+
+    topic None: the one topic of type dvs_msgs/EventArray or event_camera_msgs/EventPacket.
+    For evt3 packets, times are the sensor clock aligned so that the first decoded event
+    of the first packet equals that packet's header stamp (evt3 has no time_base).
+    Raises BagError (file, topic, what) after yielding the events read before the fault.
+    """
+    path = Path(path)
+    version = bag_version(path)
+    with closing(open_bag(path)) as reader:
+        if topic is None:
+            topic = find_event_topic(reader, path)
+        connections = _connections(reader, path, topic, EVENT_TYPES)
+        if version == 1 and any(c.msgtype != EVENT_ARRAY_TYPE for c in connections):
+            raise BagError(f"{path}: topic {topic}: only dvs_msgs/EventArray is read from ROS 1 bags")
+        evt3_decoder = transport.Evt3Decoder()  # one topic: one EVT3 stream
+        evt3_aligned = False
+        for connection, _, raw in _iter_raw(reader, connections, path, topic):
+            try:
+                events, info = _decode_event_message(raw, connection.msgtype, version, evt3_decoder)
+            except transport.EventDecodeError as error:
+                raise BagError(f"{path}: topic {topic}: {error}") from None
+            if (getattr(info, "encoding", None) == transport.ENCODING_EVT3 and not evt3_aligned
+                    and len(events)):
+                offset = info.stamp_ns - int(events.t[0])
+                evt3_decoder.time_offset_ns += offset
+                events = Events(events.x, events.y, events.t + offset, events.p)
+                evt3_aligned = True
+            yield events, info
+
+
+# ----------------------------------------------------------------------------------------
+# Whole recordings
+
+
+def _stamp_ns(header) -> int:
+    return int(header.stamp.sec) * NANOSECONDS_PER_SECOND + int(header.stamp.nanosec)
+
+
+def _deserialized(reader: AnyReader, path: Path, topic: str, msgtype: str):
+    """Deserialized messages of one topic (BagError when absent or of another type)."""
+    connections = _connections(reader, path, topic, (msgtype,))
+    for connection, _, raw in _iter_raw(reader, connections, path, topic):
+        try:
+            yield reader.deserialize(raw, connection.msgtype)
+        except Exception as error:
+            raise BagError(f"{path}: topic {topic}: cannot decode {msgtype}: "
+                           f"{_one_line(error)}") from None
+
+
+def _read_imu(reader, path, topic) -> ImuSamples:
+    t, gyro, accel = [], [], []
+    for message in _deserialized(reader, path, topic, IMU_TYPE):
+        t.append(_stamp_ns(message.header))
+        w, a = message.angular_velocity, message.linear_acceleration
+        gyro.append((w.x, w.y, w.z))
+        accel.append((a.x, a.y, a.z))
+    return ImuSamples(np.array(t, np.int64), np.array(gyro, float).reshape(-1, 3),
+                      np.array(accel, float).reshape(-1, 3))
+
+
+def _read_poses(reader, path, topic) -> Poses:
+    t, position, orientation = [], [], []
+    for message in _deserialized(reader, path, topic, POSE_TYPE):
+        t.append(_stamp_ns(message.header))
+        p, q = message.pose.position, message.pose.orientation
+        position.append((p.x, p.y, p.z))
+        orientation.append((q.x, q.y, q.z, q.w))
+    return Poses(np.array(t, np.int64), np.array(position, float).reshape(-1, 3),
+                 np.array(orientation, float).reshape(-1, 4))
+
+
+def _read_calibration(reader, path, topic) -> Calibration | None:
+    for message in _deserialized(reader, path, topic, CAMERA_INFO_TYPE):
+        return calibration_from_camera_info(message, f"{path}: topic {topic}")
+    return None
+
+
+def calibration_from_camera_info(message, where: str = "camera_info") -> Calibration:
+    """Calibration from a sensor_msgs/CameraInfo (K, D plumb bob / empty, width, height)."""
+    model = message.distortion_model
+    ros1 = hasattr(message, "K")  # ROS 1 field names are upper case
+    d = [float(v) for v in (message.D if ros1 else message.d)]
+    if model not in ("plumb_bob", "rational_polynomial", "") or (model == "" and d):
+        raise BagError(f"{where}: distortion model {model!r} is not supported (plumb_bob)")
+    if len(d) > 5 and any(d[5:]):
+        raise BagError(f"{where}: {len(d)} distortion coefficients; only k1 k2 p1 p2 k3 are supported")
+    k = [float(v) for v in (message.K if ros1 else message.k)]
+    if message.width == 0 or message.height == 0 or k[0] <= 0 or k[4] <= 0:
+        raise BagError(f"{where}: camera_info without a valid size or K "
+                       f"({message.width}x{message.height}, fx {k[0]}, fy {k[4]})")
+    distortion = tuple((d + [0.0] * 5)[:5])
+    return Calibration(int(message.width), int(message.height), k[0], k[4], k[2], k[5],
+                       distortion=distortion)
+
+
+def read_bag(path, topics: BagTopics = DEFAULT_TOPICS, event_topic: str | None = None,
+             require: tuple[str, ...] = ()) -> Recording:
+    """Read a whole bag into a Recording: events (from ``event_topic``, default
+    ``topics.events`` when present, else the one event topic), IMU, camera info and poses
+    from their topics when present. ``require``: names among ("imu", "camera_info",
+    "poses") that must be present (BagError otherwise)."""
+    path = Path(path)
+    with closing(open_bag(path)) as reader:
+        available = bag_topics(reader)
+        for name in require:
+            if getattr(topics, name) not in available:
+                raise BagError(f"{path}: topic {getattr(topics, name)} not in the bag")
+        imu = _read_imu(reader, path, topics.imu) if topics.imu in available else None
+        poses = _read_poses(reader, path, topics.poses) if topics.poses in available else None
+        calibration = (_read_calibration(reader, path, topics.camera_info)
+                       if topics.camera_info in available else None)
+        if event_topic is None and available.get(topics.events) in EVENT_TYPES:
+            event_topic = topics.events
+    events = Events.concatenate([events for events, _ in iter_bag_events(path, event_topic)])
+    return Recording(events=events, calibration=calibration, imu=imu, poses=poses)
+
+
+# ----------------------------------------------------------------------------------------
+# Writing
+
+
+def _time(store, t_ns: int):
+    seconds, nanoseconds = divmod(int(t_ns), NANOSECONDS_PER_SECOND)
+    return store.types["builtin_interfaces/msg/Time"](sec=seconds, nanosec=nanoseconds)
+
+
+def _header(store, t_ns: int, frame_id: str, ros_version: int):
+    Header = store.types["std_msgs/msg/Header"]
+    if ros_version == 1:
+        return Header(seq=0, stamp=_time(store, t_ns), frame_id=frame_id)
+    return Header(stamp=_time(store, t_ns), frame_id=frame_id)
+
+
+def _imu_message(store, t_ns, gyro, accel, frame_id, ros_version):
+    types = store.types
+    Vector3 = types["geometry_msgs/msg/Vector3"]
+    unknown = np.zeros(9)
+    unknown[0] = -1.0  # REP 145: orientation not estimated
+    return types[IMU_TYPE](
+        header=_header(store, t_ns, frame_id, ros_version),
+        orientation=types["geometry_msgs/msg/Quaternion"](x=0.0, y=0.0, z=0.0, w=1.0),
+        orientation_covariance=unknown, angular_velocity=Vector3(*map(float, gyro)),
+        angular_velocity_covariance=np.zeros(9), linear_acceleration=Vector3(*map(float, accel)),
+        linear_acceleration_covariance=np.zeros(9))
+
+
+def _pose_message(store, t_ns, position, orientation, frame_id, ros_version):
+    types = store.types
+    pose = types["geometry_msgs/msg/Pose"](
+        position=types["geometry_msgs/msg/Point"](*map(float, position)),
+        orientation=types["geometry_msgs/msg/Quaternion"](*map(float, orientation)))
+    return types[POSE_TYPE](header=_header(store, t_ns, frame_id, ros_version), pose=pose)
+
+
+def _camera_info_message(store, t_ns, calibration: Calibration, frame_id, ros_version):
+    c = calibration
+    k = np.array([c.fx, 0, c.cx, 0, c.fy, c.cy, 0, 0, 1], float)
+    p = np.array([c.fx, 0, c.cx, 0, 0, c.fy, c.cy, 0, 0, 0, 1, 0], float)
+    roi = store.types["sensor_msgs/msg/RegionOfInterest"](
+        x_offset=0, y_offset=0, height=0, width=0, do_rectify=False)
+    fields = dict(header=_header(store, t_ns, frame_id, ros_version), height=c.height,
+                  width=c.width, distortion_model="plumb_bob",
+                  binning_x=0, binning_y=0, roi=roi)
+    if ros_version == 1:  # ROS 1 field names are upper case
+        fields.update(D=np.array(c.distortion, float), K=k, R=np.eye(3).ravel(), P=p)
+    else:
+        fields.update(d=np.array(c.distortion, float), k=k, r=np.eye(3).ravel(), p=p)
+    return store.types[CAMERA_INFO_TYPE](**fields)
+
+
+def _event_messages(events: Events, calibration: Calibration | None, events_per_message: int,
+                    ros_version: int, frame_id: str, encoding: str | None):
+    """(log time ns, serialized bytes) of the event messages."""
+    width = calibration.width if calibration else int(events.x.max()) + 1 if len(events) else 240
+    height = calibration.height if calibration else int(events.y.max()) + 1 if len(events) else 180
+    evt3_origin = (int(events.t[0]) // 1000) * 1000 if len(events) else 0
+    for index, start in enumerate(range(0, len(events), events_per_message)):
+        chunk = events[start:start + events_per_message]
+        if ros_version == 1:
+            raw = transport.encode_event_array_ros1(chunk, height, width, frame_id, seq=index)
+        elif encoding is None:
+            raw = transport.encode_event_array(chunk, height, width, frame_id)
+        else:
+            if encoding == transport.ENCODING_EVT3:  # EVT3 resolution: 1 us (floor)
+                chunk = Events(chunk.x, chunk.y, chunk.t // 1000 * 1000, chunk.p)
+            raw = transport.encode_event_packet(chunk, height, width, encoding, frame_id, seq=index,
+                                                evt3_time_offset_ns=evt3_origin)
+        yield int(chunk.t[-1]), raw
+
+
+def write_bag(path, recording: Recording, version: int = 2, storage: str = "mcap",
+              topics: BagTopics = DEFAULT_TOPICS, events_per_message: int = 30_000,
+              frame_id: str = "dvs", event_encoding: str | None = None) -> None:
+    """Write a Recording as a bag with the dataset's topics and types.
+
+    version 1: a ROS 1 ``.bag`` file; version 2: a ROS 2 bag folder with ``storage``
+    "mcap" or "sqlite3". Events go as ``dvs_msgs/EventArray`` messages of
+    ``events_per_message`` events serialized with :mod:`focus_ros.transport` (or, ROS 2
+    only, ``event_camera_msgs/EventPacket`` with ``event_encoding`` "mono" / "evt3"; evt3
+    has 1 us resolution, so event times are rounded down to whole microseconds);
+    log time = the message's last event time, header stamp = its first. IMU, camera info
+    (once, at the first event) and poses go through rosbags' serializer. Refuses to
+    overwrite an existing path (ValueError).
+    """
+    path = Path(path)
+    if version not in (1, 2):
+        raise ValueError(f"bag version must be 1 or 2, got {version}")
+    if storage not in ("mcap", "sqlite3"):
+        raise ValueError(f"bag storage must be 'mcap' or 'sqlite3', got {storage!r}")
+    if version == 1 and event_encoding is not None:
+        raise ValueError("ROS 1 bags carry dvs_msgs/EventArray only (event_encoding=None)")
+    if version == 1 and path.suffix != ".bag":
+        raise ValueError(f"{path}: a ROS 1 bag file name must end in .bag")
+    if events_per_message < 1:
+        raise ValueError(f"events_per_message must be at least 1, got {events_per_message}")
+    if path.exists():
+        raise ValueError(f"{path} already exists: refusing to overwrite")
+    store = typestore_with_event_types(version)
+    event_type = EVENT_ARRAY_TYPE if event_encoding is None else EVENT_PACKET_TYPE
+    events = recording.events
+
+    # (log time, topic, serialized bytes), merged in time order
+    records: list[tuple[int, str, bytes]] = []
+    for t_ns, raw in _event_messages(events, recording.calibration, events_per_message, version,
+                                     frame_id, event_encoding):
+        records.append((t_ns, topics.events, raw))
+    serialize = store.serialize_ros1 if version == 1 else store.serialize_cdr
+
+    def add(t_ns, topic, message, msgtype):
+        records.append((int(t_ns), topic, bytes(serialize(message, msgtype))))
+
+    if recording.calibration is not None:
+        t0 = int(events.t[0]) if len(events) else 0
+        add(t0, topics.camera_info,
+            _camera_info_message(store, t0, recording.calibration, frame_id, version),
+            CAMERA_INFO_TYPE)
+    if recording.imu is not None:
+        imu = recording.imu
+        for t_ns, gyro, accel in zip(imu.t.tolist(), imu.angular_velocity, imu.linear_acceleration):
+            add(t_ns, topics.imu, _imu_message(store, t_ns, gyro, accel, frame_id, version), IMU_TYPE)
+    if recording.poses is not None:
+        poses = recording.poses
+        for t_ns, position, orientation in zip(poses.t.tolist(), poses.position, poses.orientation):
+            add(t_ns, topics.poses,
+                _pose_message(store, t_ns, position, orientation, "world", version), POSE_TYPE)
+    records.sort(key=lambda record: record[0])
+
+    types = {topics.events: event_type, topics.camera_info: CAMERA_INFO_TYPE,
+             topics.imu: IMU_TYPE, topics.poses: POSE_TYPE}
+    used = {topic for _, topic, _ in records}
+    if version == 1:
+        writer = Ros1Writer(path)
+    else:
+        plugin = StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3
+        writer = Ros2Writer(path, version=9 if storage == "mcap" else 8, storage_plugin=plugin)
+    with writer:
+        connections = {topic: writer.add_connection(topic, types[topic], typestore=store)
+                       for topic in types if topic in used}
+        for t_ns, topic, raw in records:
+            writer.write(connections[topic], t_ns, raw)
+
+
+# ----------------------------------------------------------------------------------------
+# Replay: every message as ROS 2 CDR bytes
+
+
+@dataclass
+class BagMessages:
+    """A bag's messages for republishing on ROS 2 (see :func:`open_bag_messages`).
+
+    topics: topic -> ROS 2 message type. :meth:`messages` yields
+    ``(topic, msgtype, log time ns, CDR bytes, event count, first event time ns)``
+    (event count 0 and first event time -1 for non-event messages); ROS 1 messages are
+    converted to CDR (events with :mod:`focus_ros.transport`, others with rosbags).
+    """
+
+    path: Path
+    topics: dict[str, str] = field(default_factory=dict)
+
+    def messages(self):
+        store = typestore_with_event_types(2)
+        with closing(open_bag(self.path)) as reader:
+            version = bag_version(self.path)
+            connections = [c for c in reader.connections if c.topic in self.topics]
+            for connection, t_ns, raw in _iter_raw(reader, connections, self.path, "(all)"):
+                topic, msgtype = connection.topic, connection.msgtype
+                count, first = 0, -1
+                if msgtype in EVENT_TYPES:
+                    try:
+                        if version == 1:
+                            events, info = transport.decode_event_array_ros1(raw)
+                            raw = transport.encode_event_array(events, info.height, info.width,
+                                                               info.frame_id, info.stamp_ns)
+                        elif msgtype == EVENT_ARRAY_TYPE:
+                            events, _ = transport.decode_event_array(raw)
+                        else:
+                            events = None
+                    except transport.EventDecodeError as error:
+                        raise BagError(f"{self.path}: topic {topic}: {error}") from None
+                    if events is not None:
+                        count = len(events)
+                        first = int(events.t[0]) if count else -1
+                    else:  # event packets: count unknown without a stateful decode
+                        count = 1
+                        first = t_ns
+                elif version == 1:
+                    try:
+                        message = _ros1_to_ros2(reader.deserialize(raw, msgtype), store)
+                        raw = bytes(store.serialize_cdr(message, msgtype))
+                    except Exception as error:
+                        raise BagError(f"{self.path}: topic {topic}: cannot convert {msgtype} "
+                                       f"to ROS 2: {_one_line(error)}") from None
+                yield topic, msgtype, int(t_ns), bytes(raw), count, first
+
+
+def _ros1_to_ros2(message, store):
+    """The ROS 2 message equal to a deserialized ROS 1 message: same fields by name (ROS 1
+    upper-case names such as CameraInfo's D K R P matched case-insensitively); fields
+    ROS 2 lacks (Header.seq) are dropped."""
+    target = store.types[message.__msgtype__]
+    values = {}
+    for target_field in dataclasses.fields(target):
+        name = target_field.name
+        if name.startswith("__"):
+            continue
+        value = getattr(message, name) if hasattr(message, name) else getattr(message, name.upper())
+        if hasattr(value, "__msgtype__"):
+            value = _ros1_to_ros2(value, store)
+        elif isinstance(value, list):
+            value = [_ros1_to_ros2(v, store) if hasattr(v, "__msgtype__") else v for v in value]
+        values[name] = value
+    return target(**values)
+
+
+def open_bag_messages(path, topics: list[str] | None = None) -> BagMessages:
+    """Prepare a bag for replay: ``topics`` None = every topic of a known type (events,
+    IMU, camera info, poses); otherwise exactly these (BagError when one is missing)."""
+    path = Path(path)
+    known = set(EVENT_TYPES) | {IMU_TYPE, CAMERA_INFO_TYPE, POSE_TYPE}
+    with closing(open_bag(path)) as reader:
+        available = bag_topics(reader)
+    if topics is None:
+        selected = {t: m for t, m in available.items() if m in known}
+    else:
+        missing = [t for t in topics if t not in available]
+        if missing:
+            raise BagError(f"{path}: topic {', '.join(missing)} not in the bag (topics: "
+                           f"{', '.join(sorted(available)) or 'none'})")
+        selected = {t: available[t] for t in topics}
+    if not selected:
+        raise BagError(f"{path}: no topic of a known type ({', '.join(sorted(known))})")
+    return BagMessages(path, selected)
