@@ -19,6 +19,7 @@ counts the skipped windows as dropped. The buffer is bounded (``max_buffered_eve
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 import time
@@ -43,7 +44,7 @@ from focus_ros.optimize import OPTIMIZERS, OptimizerSettings
 from focus_ros.ros import messages
 from focus_ros.stream import StreamGuard
 from focus_ros.transport import EventDecodeError
-from focus_ros.visualization import iwe_to_rgb
+from focus_ros.visualization import iwe_to_rgb, saturation_scale
 from focus_ros.windows import CountWindowCutter, DurationWindowCutter
 
 EVENT_MESSAGE_TYPES = ("dvs_msgs/EventArray", "event_camera_msgs/EventPacket")
@@ -257,7 +258,8 @@ class AngularVelocityNode(Node):
             events, info = self._decode(serialized)
         except EventDecodeError as error:
             self._stats["malformed_messages"] += 1
-            self._warn_once("malformed", f"malformed event message ignored: {error}")
+            # once per kind of fault (the text without its numbers)
+            self._warn_once("malformed:" + re.sub(r"\d+", "#", str(error)), f"event message ignored: {error}")
             return
         with self._lock:
             self._stats["events_received"] += len(events)
@@ -375,10 +377,12 @@ class AngularVelocityNode(Node):
         if not wanted:
             return
         self._last_image_time = now
+        # the objective still holds this window; both images share the compensated one's scale
+        images = {"uncompensated": estimator.objective.image(np.zeros(3)).image,
+                  "compensated": estimator.objective.image(estimate.angular_velocity).image}
+        scale = saturation_scale(images["compensated"])
         for name, publisher in wanted.items():
-            angular_velocity = np.zeros(3) if name == "uncompensated" else estimate.angular_velocity
-            iwe = estimator.objective.image(angular_velocity).image  # the objective still holds this window
-            publisher.publish(messages.rgb_image(iwe_to_rgb(iwe), stamp, frame_id))
+            publisher.publish(messages.rgb_image(iwe_to_rgb(images[name], scale=scale), stamp, frame_id))
 
     # ----------------------------------------------------------------- diagnostics
     def _publish_diagnostics(self) -> None:
