@@ -173,7 +173,7 @@ def run(args) -> int:
         comparison = assemble.compare_with_ground_truth(result_list, ground_truth, args.align,
                                                         int(args.max_lag * 1e6))
         alignment = comparison.alignment
-        message = alignment.warning()
+        message = alignment.warning(applied=args.align == "auto")
         print(f"focus-ros evaluate: {message}" if message else f"alignment check: {alignment.describe()}",
               file=sys.stderr)
     else:
@@ -212,7 +212,7 @@ def _header(args, description, events, windows, comparison, has_ground_truth, re
              f"- peak |ω| component over the windows: {comparison.peak_deg_s:.1f} deg/s"]
     if comparison.alignment is not None:
         lines.append(f"- sign/offset check: {comparison.alignment.describe()}")
-        warning = comparison.alignment.warning()
+        warning = comparison.alignment.warning(applied=args.align == "auto")
         if warning:
             lines.append(f"- **{warning}**")
     if report.failed:

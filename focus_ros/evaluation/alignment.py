@@ -3,12 +3,17 @@
 The IMU of the Event Camera Dataset's rotation bags predates a driver fix of its axes,
 and gyro and events may be offset in time. Before trusting RMS numbers we look for the
 per-axis sign s_a and the common time offset d that make the ground truth best match the
-estimates, by normalised cross-correlation over a lag range (default ±50 ms):
+estimates, over a lag range (default ±50 ms, 0.25-ms steps):
 
-    maximise over d:  Σ_a |corr(ω_est,a(t_ref), ω_gt,a(t_ref + d))|,   s_a = sign of that corr.
+    minimise over d, s:  Σ_w Σ_a (ω_est,a(t_w) − s_a ω_gt,a(t_w + d))²,
 
-A flipped axis or an offset beyond a tolerance (default 3 ms) is reported in one line;
-``apply_alignment`` returns the corrected ground truth: ω'(t) = s ⊙ ω_gt(t + d).
+i.e. maximise the cross-correlation Σ_w ω_est,a(t_w) s_a ω_gt,a(t_w + d) corrected for the
+energy of the shifted ground truth; for each d the best s_a is the sign of that
+cross-correlation. (A plain normalised correlation would not see a shift of a slowly,
+linearly varying signal.) A flipped axis or an offset beyond a tolerance (default 3 ms) is
+reported in one line; ``apply_alignment`` returns the corrected ground truth:
+ω'(t) = s ⊙ ω_gt(t + d). An axis whose Pearson correlation with the estimates stays below
+0.5 (too little motion on it) keeps its sign.
 """
 
 from __future__ import annotations
@@ -61,8 +66,9 @@ class Alignment:
         return (f"best match: flipped axes {flipped}, time offset {self.offset_ns / 1e6:+.2f} ms "
                 f"(correlation {correlations}, {self.windows} windows)")
 
-    def warning(self, offset_tolerance_ns: int = DEFAULT_OFFSET_TOLERANCE_NS) -> str | None:
-        """A one-line warning when the data's convention disagrees with the assumed one, else None."""
+    def warning(self, offset_tolerance_ns: int = DEFAULT_OFFSET_TOLERANCE_NS, applied: bool = False) -> str | None:
+        """A one-line warning when the data's convention disagrees with the assumed one, else None;
+        applied: the correction was applied (says so instead of suggesting --align auto)."""
         if not self.disagrees(offset_tolerance_ns):
             return None
         problems = []
@@ -72,7 +78,7 @@ class Alignment:
             problems.append(f"ground truth is offset by {self.offset_ns / 1e6:+.2f} ms "
                             f"(tolerance {offset_tolerance_ns / 1e6:g} ms)")
         return ("warning: the ground truth disagrees with the estimates' convention: " + "; ".join(problems)
-                + " (use --align auto to correct it)")
+                + ("; corrected (--align auto)" if applied else " (use --align auto to correct it)"))
 
     def as_dict(self) -> dict:
         return {"signs": [int(s) for s in self.signs], "offset_ms": self.offset_ns / 1e6,
@@ -108,22 +114,30 @@ def estimate_alignment(t_ref_ns, estimates, ground_truth: GroundTruth,
     steps = int(max_lag_ns // lag_step_ns)
     lags = np.arange(-steps, steps + 1, dtype=np.int64) * np.int64(lag_step_ns)
     times, values = t_ref_ns[finite], estimates[finite]
-    best = (-np.inf, 0, np.full(3, np.nan), 0)
+    # compare every lag on the same windows: those the ground truth covers at every lag
+    covered = (times - max_lag_ns >= ground_truth.t[0]) & (times + max_lag_ns <= ground_truth.t[-1])
+    if covered.sum() >= MIN_WINDOWS:
+        times, values = times[covered], values[covered]
+    best = (np.inf, 0, np.ones(3), 0)
     for lag in lags:
         truth = ground_truth.at(times + lag)
         usable = np.all(np.isfinite(truth), axis=1)
         if usable.sum() < MIN_WINDOWS:
             continue
-        correlation = _correlations(values[usable], truth[usable])
-        score = float(np.nansum(np.abs(correlation)))
-        # prefer the smallest |lag| among equal scores
-        if score > best[0] + 1e-12 or (abs(score - best[0]) <= 1e-12 and abs(lag) < abs(best[1])):
-            best = (score, int(lag), correlation, int(usable.sum()))
-    score, offset_ns, correlation, windows = best
-    if not np.isfinite(score):
+        signs = np.where((values[usable] * truth[usable]).sum(axis=0) < 0, -1.0, 1.0)
+        mean_squared_error = float(np.mean((values[usable] - signs * truth[usable]) ** 2))
+        # prefer the smallest |lag| among equal errors
+        if mean_squared_error < best[0] * (1 - 1e-12) or (
+                mean_squared_error <= best[0] * (1 + 1e-12) and abs(lag) < abs(best[1])):
+            best = (mean_squared_error, int(lag), signs, int(usable.sum()))
+    error, offset_ns, best_signs, windows = best
+    if not np.isfinite(error):
         return Alignment(windows=0, note="ground truth does not cover the estimates' times")
+    truth = ground_truth.at(times + offset_ns)
+    usable = np.all(np.isfinite(truth), axis=1)
+    correlation = _correlations(values[usable], truth[usable])
     decided = np.isfinite(correlation) & (np.abs(correlation) >= MIN_SIGN_CORRELATION)
-    signs = np.where(decided & (correlation < 0), -1.0, 1.0)
+    signs = np.where(decided, best_signs, 1.0)
     if not decided.any():
         return Alignment(signs, offset_ns, correlation, windows, reliable=False,
                          note="no axis correlates with the ground truth (|corr| < "
