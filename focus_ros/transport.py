@@ -268,13 +268,14 @@ def _cdr_event_records(reader: _FieldReader, count: int) -> list[np.ndarray]:
     reader.require(cdr_event_sequence_bytes(count), f"{count} events")
     if count == 0:
         return []
-    first = np.ndarray((1,), _cdr_event_dtype(True, little_endian), buffer=reader.data,
-                       offset=start)
-    later = np.ndarray((count - 1,), _cdr_event_dtype(False, little_endian),
-                       buffer=reader.data, offset=start + _CDR_FIRST_EVENT_BYTES + 1,
-                       strides=(_CDR_EVENT_STRIDE,))
+    records = [np.ndarray((1,), _cdr_event_dtype(True, little_endian), buffer=reader.data,
+                          offset=start)]
+    if count > 1:
+        records.append(np.ndarray((count - 1,), _cdr_event_dtype(False, little_endian),
+                                  buffer=reader.data, offset=start + _CDR_FIRST_EVENT_BYTES + 1,
+                                  strides=(_CDR_EVENT_STRIDE,)))
     reader.position = start + cdr_event_sequence_bytes(count)
-    return [first, later]
+    return records
 
 
 # ----------------------------------------------------------------------------------------
@@ -458,7 +459,12 @@ def decode_event_packet(buffer, evt3_decoder: "Evt3Decoder | None" = None
     frame_id = reader.string("header.frame_id")
     height, width = reader.image_size()
     seq = reader.scalar("Q", "seq")
+    reader.align(8)
+    time_base_offset = reader.position
     time_base = reader.scalar("Q", "time_base")
+    if time_base >= (1 << 63) - (1 << 32):
+        raise EventDecodeError(f"malformed message: time_base {time_base} ns at byte offset "
+                               f"{time_base_offset} is beyond the int64 ns range")
     encoding_offset = reader.position
     encoding = reader.string("encoding")
     is_bigendian = bool(reader.scalar("B", "is_bigendian"))
