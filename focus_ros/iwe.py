@@ -16,6 +16,14 @@ votes) and counted. Pixel (x, y) is image[y, x]; pixel centres sit at integer co
 Besides voting, this module gives each kernel's adjoint: the derivative of
 ``sum_pixels C(x) K(x - x')`` w.r.t. the warped position x' (for the adjoint gradient
 of ``focus_ros.objective``).
+
+Two layers: per-event functions (``vote_bilinear``, ``adjoint_gaussian``, …) with the
+array version ``accumulate`` for tests and tools, and the engine's window kernels
+(``bilinear_cells``, ``vote_bilinear_cells``, ``gather_bilinear_cells``,
+``vote_gaussian_points``, ``gather_gaussian_points``). The window kernels take
+structure-of-arrays inputs and a stack of image planes, flattened: event k votes into
+plane ``plane_offset[k] / (height * width)`` (the objective's polarity split uses one
+plane per polarity; otherwise every offset is 0).
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from focus_ros.warps import FASTMATH
+from focus_ros.warps import FASTMATH, KERNEL_OPTIONS
 
 BILINEAR = 0
 GAUSSIAN = 1
@@ -91,22 +99,31 @@ def gaussian_axis_weights(center, sigma, weights, derivatives):
 
     Fills weights[n] for taps i = first + n, n < count, and their derivatives
     d weights[n] / d center; returns (first, count). Weights sum to 1 exactly.
+    The samples g_n = exp(-(i - center)^2 / (2 sigma^2)) come from two exponentials and
+    a recurrence: g_{n+1} = g_n r_n with r_n = exp(-(2 (i - center) + 1) / (2 sigma^2)),
+    r_{n+1} = r_n exp(-1 / sigma^2) (relative error a few ulp per tap; the loop-invariant
+    exp(-1 / sigma^2) is hoisted out of the event loops by the compiler).
     """
     radius = GAUSSIAN_TRUNCATION * sigma
     inverse_variance = 1.0 / (sigma * sigma)
-    floor_value = math.exp(-0.5 * radius * radius * inverse_variance)
+    floor_value = math.exp(-0.5 * GAUSSIAN_TRUNCATION * GAUSSIAN_TRUNCATION)
+    ratio_step = math.exp(-inverse_variance)
     first = int(math.floor(center - radius)) + 1
     last = int(math.ceil(center + radius)) - 1
     count = last - first + 1
+    offset = first - center
+    value = math.exp(-0.5 * offset * offset * inverse_variance)
+    ratio = math.exp(-(offset + 0.5) * inverse_variance)
     total = 0.0
     total_derivative = 0.0
     for n in range(count):
-        offset = first + n - center
-        value = math.exp(-0.5 * offset * offset * inverse_variance)
         weights[n] = value - floor_value
         derivatives[n] = value * offset * inverse_variance
         total += weights[n]
         total_derivative += derivatives[n]
+        value *= ratio
+        ratio *= ratio_step
+        offset += 1.0
     inverse_total = 1.0 / total
     for n in range(count):
         weights[n] *= inverse_total
@@ -180,18 +197,162 @@ def _accumulate_kernel(kernel, sigma, points, weights, timestamps, with_timestam
     return kept_count
 
 
+# ---------------------------------------------------------------- window kernels (engine)
+
+
+@numba.njit(**KERNEL_OPTIONS)
+def bilinear_cells(warped_x, warped_y, width, height, cell, fraction_x, fraction_y, kept):
+    """Bilinear cell of every warped event: flat index top * width + left of its top-left
+    pixel, fractional offsets (px) from it, and whether it lies in the frame (``kept``).
+    Same cells as ``vote_bilinear`` (the right/bottom edge belongs to the last cell).
+    Returns the number of kept events. Branch-free: the compiler vectorises it."""
+    kept_count = 0
+    last_x = width - 1.0
+    last_y = height - 1.0
+    for k in range(warped_x.shape[0]):
+        x = warped_x[k]
+        y = warped_y[k]
+        inside = (x >= 0.0) & (x <= last_x) & (y >= 0.0) & (y <= last_y)
+        left = int(min(x, last_x - 0.5) if inside else 0.0)
+        top = int(min(y, last_y - 0.5) if inside else 0.0)
+        fraction_x[k] = x - left
+        fraction_y[k] = y - top
+        cell[k] = top * width + left
+        kept[k] = inside
+        kept_count += inside
+    return kept_count
+
+
+@numba.njit(**KERNEL_OPTIONS)
+def vote_bilinear_cells(cell, fraction_x, fraction_y, kept, weights, plane_offset, width, image):
+    """Add weights[k] of every kept event to the flat image planes, split bilinearly."""
+    for k in range(cell.shape[0]):
+        if not kept[k]:
+            continue
+        index = cell[k] + plane_offset[k]
+        weight = weights[k]
+        right = fraction_x[k]
+        below = fraction_y[k]
+        upper = weight * (1.0 - below)
+        lower = weight * below
+        image[index] += upper * (1.0 - right)
+        image[index + 1] += upper * right
+        image[index + width] += lower * (1.0 - right)
+        image[index + width + 1] += lower * right
+
+
+@numba.njit(**KERNEL_OPTIONS)
+def gather_bilinear_cells(cell, fraction_x, fraction_y, kept, weights, plane_offset, width, cotangent,
+                          d_x, d_y, add):
+    """Per event, weights[k] * d/dx' of ``sum_pixels cotangent * K_bilinear(pixel - x'_k)``
+    (``adjoint_bilinear``) into d_x, d_y (or added to them when ``add``); 0 for dropped events."""
+    for k in range(cell.shape[0]):
+        index = cell[k] + plane_offset[k]
+        right = fraction_x[k]
+        below = fraction_y[k]
+        c00 = cotangent[index]
+        c01 = cotangent[index + 1]
+        c10 = cotangent[index + width]
+        c11 = cotangent[index + width + 1]
+        weight = weights[k]
+        inside = kept[k]  # a dropped event's fractions may be NaN: select, don't multiply by 0
+        along_x = weight * ((1.0 - below) * (c01 - c00) + below * (c11 - c10)) if inside else 0.0
+        along_y = weight * ((1.0 - right) * (c10 - c00) + right * (c11 - c01)) if inside else 0.0
+        if add:
+            d_x[k] += along_x
+            d_y[k] += along_y
+        else:
+            d_x[k] = along_x
+            d_y[k] = along_y
+
+
+@numba.njit(**KERNEL_OPTIONS)
+def vote_gaussian_points(warped_x, warped_y, weights, plane_offset, width, height, sigma, image, kept, scratch):
+    """Add weights[k] of every in-frame event to the flat image planes, spread by the
+    normalised truncated Gaussian (``vote_gaussian``); sets ``kept``, returns its count.
+    scratch: (4, n) float64 work array (``gaussian_scratch_size``)."""
+    kept_count = 0
+    for k in range(warped_x.shape[0]):
+        x = warped_x[k]
+        y = warped_y[k]
+        inside = inside_frame(x, y, width, height)
+        kept[k] = inside
+        if not inside:
+            continue
+        kept_count += 1
+        first_x, count_x = gaussian_axis_weights(x, sigma, scratch[0], scratch[1])
+        first_y, count_y = gaussian_axis_weights(y, sigma, scratch[2], scratch[3])
+        start_x = max(first_x, 0)
+        stop_x = min(first_x + count_x, width)
+        weight = weights[k]
+        base = plane_offset[k]
+        for n in range(count_y):
+            row = first_y + n
+            if row < 0 or row >= height:
+                continue
+            row_weight = weight * scratch[2, n]
+            row_start = base + row * width
+            for column in range(start_x, stop_x):
+                image[row_start + column] += row_weight * scratch[0, column - first_x]
+    return kept_count
+
+
+@numba.njit(**KERNEL_OPTIONS)
+def gather_gaussian_points(warped_x, warped_y, kept, weights, plane_offset, width, height, sigma, cotangent,
+                           d_x, d_y, add, scratch):
+    """Per event, weights[k] * d/dx' of ``sum_pixels cotangent * K_gaussian(pixel - x'_k)``
+    (``adjoint_gaussian``) into d_x, d_y (or added when ``add``); 0 for dropped events."""
+    for k in range(warped_x.shape[0]):
+        along_x = 0.0
+        along_y = 0.0
+        if kept[k]:
+            x = warped_x[k]
+            y = warped_y[k]
+            first_x, count_x = gaussian_axis_weights(x, sigma, scratch[0], scratch[1])
+            first_y, count_y = gaussian_axis_weights(y, sigma, scratch[2], scratch[3])
+            start_x = max(first_x, 0)
+            stop_x = min(first_x + count_x, width)
+            base = plane_offset[k]
+            for n in range(count_y):
+                row = first_y + n
+                if row < 0 or row >= height:
+                    continue
+                row_start = base + row * width
+                row_sum = 0.0
+                row_derivative = 0.0
+                for column in range(start_x, stop_x):
+                    value = cotangent[row_start + column]
+                    row_sum += value * scratch[0, column - first_x]
+                    row_derivative += value * scratch[1, column - first_x]
+                along_x += scratch[2, n] * row_derivative
+                along_y += scratch[3, n] * row_sum
+            weight = weights[k]
+            along_x *= weight
+            along_y *= weight
+        if add:
+            d_x[k] += along_x
+            d_y[k] += along_y
+        else:
+            d_x[k] = along_x
+            d_y[k] = along_y
+
+
 @dataclass
 class WarpedEventImage:
     """An IWE and its bookkeeping.
 
     image: (height, width) float64; timestamp_image: same shape or None (seconds-weighted);
-    kept: (N,) bool, events inside the frame; dropped: number of events outside.
+    kept: (N,) bool, events inside the frame; dropped: number of events outside;
+    polarity_images: (2, height, width) count images of the positive and the negative
+    events when the loss is evaluated per polarity (``image`` is then their difference,
+    the IWE with polarity), else None.
     """
 
     image: np.ndarray
     timestamp_image: np.ndarray | None
     kept: np.ndarray
     dropped: int
+    polarity_images: np.ndarray | None = None
 
 
 def accumulate(points: np.ndarray, width: int, height: int, weights=None, kernel: str = "bilinear",

@@ -16,8 +16,16 @@ Warp models (theta):
 - ``FLOW`` (theta = optical flow v, px/s, 2 parameters): ``x' = x - dt_k * v`` in the
   undistorted image plane.
 
-The per-event functions are numba-compiled and inlined into the fused kernels of
-``focus_ros.objective``; ``warp_events`` is the array version used by tests and tools.
+Two layers:
+
+- per-event functions (``warp_one`` and the models' functions) returning the warped point
+  and its 2x3 Jacobian; ``warp_events`` is their array version, used by tests and tools;
+- the engine's window kernels (``warp_points``, ``warp_gradient``), used by
+  ``focus_ros.objective``: structure-of-arrays in and out (contiguous float64
+  bearing_x, bearing_y, dt), branch-free loops that the compiler vectorises
+  (``error_model="numpy"``: no per-division zero check), and no stored Jacobians: the
+  gradient pass contracts the IWE's adjoint (d_x, d_y) = dL/dx'_k with dx'_k/dtheta in
+  closed form (see ``_rotation_exact_gradient_series``).
 """
 
 from __future__ import annotations
@@ -40,6 +48,10 @@ PARAMETER_COUNT = {ROTATION_EXACT: 3, ROTATION_SMALL_ANGLE: 3, FLOW: 2}
 #: LLVM fast-math flags for the hot loops: reassociation and contraction, but NaN and
 #: infinity stay meaningful (an event behind the camera must not pass range checks)
 FASTMATH = {"contract", "arcp", "reassoc", "nsz"}
+
+#: compile options of the window kernels: vectorisable loops (no Python-style zero-division
+#: check) with the fast-math flags above
+KERNEL_OPTIONS = dict(cache=True, nogil=True, fastmath=FASTMATH, error_model="numpy")
 
 #: below this rotation angle (rad) the Rodrigues coefficients use their Taylor series
 _SERIES_ANGLE = 0.5
@@ -235,3 +247,169 @@ def rotation_matrix(rotation_vector) -> np.ndarray:
     a, b, _ = rodrigues_coefficients(float(phi @ phi))
     skew = np.array([[0.0, -phi[2], phi[1]], [phi[2], 0.0, -phi[0]], [-phi[1], phi[0], 0.0]])
     return np.eye(3) + a * skew + b * skew @ skew
+
+
+# ---------------------------------------------------------------- window kernels (engine)
+
+
+@numba.njit(cache=True, nogil=True, inline="always", fastmath=FASTMATH)
+def rodrigues_series(s):
+    """The Taylor-series branch of ``rodrigues_coefficients`` (valid for a^2 = s < 0.25),
+    without a branch so that loops calling it vectorise."""
+    a = 1.0 + s * (_A1 + s * (_A2 + s * (_A3 + s * (_A4 + s * (_A5 + s * _A6)))))
+    b = _B0 + s * (_B1 + s * (_B2 + s * (_B3 + s * (_B4 + s * (_B5 + s * _B6)))))
+    c = _C0 + s * (_C1 + s * (_C2 + s * (_C3 + s * (_C4 + s * (_C5 + s * _C6)))))
+    return a, b, c
+
+
+def series_applies(theta: np.ndarray, dt_bound: float) -> bool:
+    """True when every rotation angle |omega| |dt_k| (rad) of the window, at most
+    |theta| * dt_bound (s), is below the series threshold, so that the branch-free
+    ``rodrigues_series`` is exact to 1e-15."""
+    return float(theta[0] ** 2 + theta[1] ** 2 + theta[2] ** 2) * dt_bound ** 2 < _SERIES_ANGLE ** 2
+
+
+def largest_abs_dt(dt: np.ndarray) -> float:
+    """max_k |dt_k| (s), 0 for an empty window."""
+    return float(np.abs(dt).max()) if len(dt) else 0.0
+
+
+@numba.njit(**KERNEL_OPTIONS)
+def _rotation_exact_points_series(bearing_x, bearing_y, dt, wx, wy, wz, fx, fy, cx, cy, warped_x, warped_y):
+    """Exact rotational warp of every event, Rodrigues coefficients by their series
+    (all angles < 0.5 rad): same formula as ``warp_rotation_exact``."""
+    for k in range(dt.shape[0]):
+        d = dt[k]
+        px = wx * d
+        py = wy * d
+        pz = wz * d
+        s = px * px + py * py + pz * pz
+        a, b, _ = rodrigues_series(s)
+        bx = bearing_x[k]
+        by = bearing_y[k]
+        ux, uy, uz = _cross(px, py, pz, bx, by, 1.0)
+        along = b * (px * bx + py * by + pz)
+        scale = 1.0 - b * s
+        inverse_z = 1.0 / (scale + a * uz + along * pz)
+        warped_x[k] = fx * (scale * bx + a * ux + along * px) * inverse_z + cx
+        warped_y[k] = fy * (scale * by + a * uy + along * py) * inverse_z + cy
+
+
+@numba.njit(**KERNEL_OPTIONS)
+def _points_per_event(model, bearing_x, bearing_y, dt, t0, t1, t2, fx, fy, cx, cy, warped_x, warped_y):
+    """Any model, event by event through ``warp_one`` (large angles, small-angle, flow)."""
+    for k in range(dt.shape[0]):
+        x, y, _, _, _, _, _, _ = warp_one(model, bearing_x[k], bearing_y[k], dt[k], t0, t1, t2,
+                                          fx, fy, cx, cy, False)
+        warped_x[k] = x
+        warped_y[k] = y
+
+
+def warp_points(model: int, bearing_x: np.ndarray, bearing_y: np.ndarray, dt: np.ndarray, theta: np.ndarray,
+                fx: float, fy: float, cx: float, cy: float, warped_x: np.ndarray, warped_y: np.ndarray,
+                dt_bound: float | None = None) -> None:
+    """Warp every event of a window (paper eq. (2)) into ``warped_x``, ``warped_y`` (px).
+
+    bearing_x, bearing_y: undistorted normalized coordinates; dt: t_k - t_ref (s), all
+    contiguous float64 (N,); theta: (3,) float64 (rad/s, or px/s padded with 0 for FLOW);
+    dt_bound: ``largest_abs_dt(dt)`` (s) if known (saves a pass over dt).
+    """
+    if dt_bound is None:
+        dt_bound = largest_abs_dt(dt)
+    if model == ROTATION_EXACT and series_applies(theta, dt_bound):
+        _rotation_exact_points_series(bearing_x, bearing_y, dt, theta[0], theta[1], theta[2],
+                                      fx, fy, cx, cy, warped_x, warped_y)
+    else:
+        _points_per_event(model, bearing_x, bearing_y, dt, theta[0], theta[1], theta[2],
+                          fx, fy, cx, cy, warped_x, warped_y)
+
+
+@numba.njit(**KERNEL_OPTIONS)
+def _rotation_exact_gradient_series(warped_x, warped_y, dt, d_x, d_y, kept, wx, wy, wz, fx, fy, cx, cy,
+                                    gradient):
+    """sum_k (d_x, d_y)_k . dx'_k/domega for the exact rotational warp, without Jacobians.
+
+    With (x, y) the projected normalized point of event k and (d_x, d_y) = dL/dx'_k (per
+    px), the pinhole-and-rotation part is the 3-vector
+    g_k = d_x fx (-x y, 1 + x^2, -y) + d_y fy (-(1 + y^2), x y, x)
+    (see ``warp_rotation_exact``) and the event's term is dt_k J_l(phi_k)^T g_k with
+    phi_k = omega dt_k. Expanding J_l^T g = (1 - C s) g + B g x phi + C (g . phi) phi:
+
+        sum_k = sum_k alpha_k g_k + (sum_k beta_k g_k) x omega + omega (omega . sum_k gamma_k g_k)
+
+    with alpha = dt (1 - C s), beta = B dt^2, gamma = C dt^3, s = |omega|^2 dt^2 (B, C by
+    their series: every angle < 0.5 rad). Events not ``kept`` (outside the frame)
+    contribute nothing: selects, not branches, so that the loop vectorises.
+    """
+    omega_squared = wx * wx + wy * wy + wz * wz
+    inverse_fx = 1.0 / fx
+    inverse_fy = 1.0 / fy
+    a0 = a1 = a2 = b0 = b1 = b2 = c0 = c1 = c2 = 0.0
+    for k in range(dt.shape[0]):
+        inside = kept[k]  # a dropped event may sit at NaN (behind the camera): select it away
+        x = (warped_x[k] - cx) * inverse_fx if inside else 0.0
+        y = (warped_y[k] - cy) * inverse_fy if inside else 0.0
+        row_x = d_x[k] * fx if inside else 0.0
+        row_y = d_y[k] * fy if inside else 0.0
+        xy = x * y
+        gx = -row_x * xy - row_y * (1.0 + y * y)
+        gy = row_x * (1.0 + x * x) + row_y * xy
+        gz = -row_x * y + row_y * x
+        d = dt[k]
+        s = omega_squared * d * d
+        _, b, c = rodrigues_series(s)
+        alpha = d * (1.0 - c * s)
+        beta = b * d * d
+        gamma = c * d * d * d
+        a0 += alpha * gx
+        a1 += alpha * gy
+        a2 += alpha * gz
+        b0 += beta * gx
+        b1 += beta * gy
+        b2 += beta * gz
+        c0 += gamma * gx
+        c1 += gamma * gy
+        c2 += gamma * gz
+    along = wx * c0 + wy * c1 + wz * c2
+    gradient[0] = a0 + (b1 * wz - b2 * wy) + wx * along
+    gradient[1] = a1 + (b2 * wx - b0 * wz) + wy * along
+    gradient[2] = a2 + (b0 * wy - b1 * wx) + wz * along
+
+
+@numba.njit(**KERNEL_OPTIONS)
+def _gradient_per_event(model, bearing_x, bearing_y, dt, d_x, d_y, kept, t0, t1, t2, fx, fy, cx, cy, gradient):
+    """sum_k (d_x, d_y)_k . dx'_k/dtheta with each event's Jacobian from ``warp_one``."""
+    g0 = 0.0
+    g1 = 0.0
+    g2 = 0.0
+    for k in range(dt.shape[0]):
+        if not kept[k]:
+            continue
+        _, _, j00, j01, j02, j10, j11, j12 = warp_one(model, bearing_x[k], bearing_y[k], dt[k], t0, t1, t2,
+                                                      fx, fy, cx, cy, True)
+        g0 += d_x[k] * j00 + d_y[k] * j10
+        g1 += d_x[k] * j01 + d_y[k] * j11
+        g2 += d_x[k] * j02 + d_y[k] * j12
+    gradient[0] = g0
+    gradient[1] = g1
+    gradient[2] = g2
+
+
+def warp_gradient(model: int, bearing_x: np.ndarray, bearing_y: np.ndarray, dt: np.ndarray, theta: np.ndarray,
+                  fx: float, fy: float, cx: float, cy: float, warped_x: np.ndarray, warped_y: np.ndarray,
+                  d_x: np.ndarray, d_y: np.ndarray, kept: np.ndarray, gradient: np.ndarray,
+                  dt_bound: float | None = None) -> None:
+    """Write ``sum_k (d_x, d_y)_k . dx'_k/dtheta`` into gradient (3,) (third entry 0 for FLOW).
+
+    warped_x, warped_y: this theta's ``warp_points`` output (px); d_x, d_y: dL/dx'_k
+    (per px); kept: bool (N,), events that voted (others are skipped, whatever their
+    d_x, d_y or warped position, e.g. NaN behind the camera); dt_bound as in ``warp_points``.
+    """
+    if dt_bound is None:
+        dt_bound = largest_abs_dt(dt)
+    if model == ROTATION_EXACT and series_applies(theta, dt_bound):
+        _rotation_exact_gradient_series(warped_x, warped_y, dt, d_x, d_y, kept, theta[0], theta[1], theta[2],
+                                        fx, fy, cx, cy, gradient)
+    else:
+        _gradient_per_event(model, bearing_x, bearing_y, dt, d_x, d_y, kept, theta[0], theta[1], theta[2],
+                            fx, fy, cx, cy, gradient)

@@ -8,7 +8,9 @@ from conftest import slice_folder
 from focus_ros.camera import Calibration
 from focus_ros.events import Events
 from focus_ros.losses import LOSSES, get_loss
-from focus_ros.objective import Objective
+from focus_ros.iwe import accumulate
+from focus_ros.objective import Objective, supported_polarity_modes
+from focus_ros.warps import ROTATION_EXACT, warp_events
 
 #: a point away from the optimum (about 3 rad/s from it), where the gradient is not small
 OMEGA = np.array([1.0, 2.0, -1.0])
@@ -31,7 +33,7 @@ def _cases():
     for name in LOSSES:
         loss = get_loss(name)
         for polarity in (True, False):
-            if ("with" if polarity else "without") not in loss.polarity_modes and not loss.uses_timestamps:
+            if ("with" if polarity else "without") not in supported_polarity_modes(loss) and not loss.uses_timestamps:
                 continue
             for kernel in ("bilinear", "gaussian"):
                 yield pytest.param(name, kernel, polarity, id=f"{name}-{kernel}-{'pol' if polarity else 'nopol'}")
@@ -98,3 +100,50 @@ def test_dropped_events_are_counted(boxes):
     outside = ~((x >= 0) & (x <= 239) & (y >= 0) & (y <= 179))
     assert evaluation.dropped == int(outside.sum())
     assert evaluation.kept + evaluation.dropped == len(events)
+
+
+@pytest.mark.parametrize("warp, omega", [("small_angle", OMEGA), ("exact", np.array([2.0, -3.0, 95.0]))])
+def test_other_warp_paths_gradient(boxes, warp, omega):
+    """Small-angle warp, and the exact warp beyond the series range (|omega| dt up to
+    0.52 rad: the per-event trigonometric path), against central differences."""
+    events, calibration = boxes
+    objective = Objective(calibration, get_loss("variance"), warp=warp, kernel="gaussian", use_polarity=False)
+    objective.set_events(events, int(events.t[0]))
+    if warp == "exact":
+        assert np.linalg.norm(omega) * objective.dt_bound > 0.5
+    analytic = objective.evaluate(omega).gradient
+    numeric = central_differences(objective, omega, 1e-6)
+    assert np.linalg.norm(analytic - numeric) <= 1e-4 * np.linalg.norm(numeric), (analytic, numeric)
+
+
+@pytest.mark.parametrize("name", ["area_exponential", "area_hyperbolic"])
+def test_area_with_polarity_is_the_sum_over_positive_and_negative_count_images(boxes, name):
+    """Paper, footnote of the area (Supp. Sec. B): with polarity, the area is applied to the
+    images of positive and negative events separately, and the results are added."""
+    events, calibration = boxes
+    loss = get_loss(name)
+    objective = Objective(calibration, loss, use_polarity=True)
+    assert objective.split_polarity
+    objective.set_events(events, int(events.t[0]))
+    points, _ = warp_events(ROTATION_EXACT, calibration.bearing_lut()[events.y, events.x],
+                            (events.t - events.t[0]) / 1e9, OMEGA, calibration.fx, calibration.fy,
+                            calibration.cx, calibration.cy)
+    positive = accumulate(points[events.p > 0], calibration.width, calibration.height).image
+    negative = accumulate(points[events.p < 0], calibration.width, calibration.height).image
+    expected = loss.evaluate(positive)[0] + loss.evaluate(negative)[0]
+    assert objective.value(OMEGA) == pytest.approx(expected, rel=1e-12)
+    image = objective.image(OMEGA)
+    assert np.allclose(image.polarity_images[0], positive, atol=1e-12)
+    assert np.allclose(image.polarity_images[1], negative, atol=1e-12)
+    assert np.allclose(image.image, positive - negative, atol=1e-12)
+    # the split differs from the counts of all events (the loss without polarity)
+    unsplit = Objective(calibration, loss, use_polarity=False)
+    unsplit.set_events(events, int(events.t[0]))
+    assert abs(unsplit.value(OMEGA) - expected) > 1e-3 * abs(expected)
+
+
+def test_polarity_modes_of_the_engine():
+    assert supported_polarity_modes(get_loss("area_gaussian")) == ("with", "without")
+    assert supported_polarity_modes(get_loss("variance")) == ("with", "without")
+    assert supported_polarity_modes(get_loss("mean_absolute_value")) == ("with",)
+    assert supported_polarity_modes(get_loss("mean_timestamp")) == ("without",)

@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
-from focus_ros.iwe import accumulate
-from focus_ros.warps import FLOW, ROTATION_EXACT, ROTATION_SMALL_ANGLE, rotation_matrix, warp_events
+from focus_ros.iwe import accumulate, bilinear_cells, gaussian_scratch_size, vote_bilinear_cells, vote_gaussian_points
+from focus_ros.warps import (FLOW, ROTATION_EXACT, ROTATION_SMALL_ANGLE, rotation_matrix, warp_events, warp_gradient,
+                             warp_points)
 
 FX, FY, CX, CY = 199.09, 198.83, 132.19, 110.71
 
@@ -107,3 +108,60 @@ def test_polarity_weights_and_timestamp_image():
     timed = accumulate(points, 20, 10, timestamps=np.array([0.001, 0.003, 0.002]))
     assert timed.timestamp_image[5, 5] == pytest.approx(0.004)
     assert timed.timestamp_image[5, 7] == pytest.approx(0.002)
+
+
+# ---------------------------------------------------------------- window kernels of the engine
+
+
+@pytest.mark.parametrize("model, theta", [
+    (ROTATION_EXACT, [3.0, -4.0, 2.0]),        # every angle < 0.5 rad: branch-free series kernel
+    (ROTATION_EXACT, [40.0, 30.0, -50.0]),     # angles up to 0.7 rad: per-event trigonometric path
+    (ROTATION_SMALL_ANGLE, [3.0, -4.0, 2.0]), (FLOW, [150.0, -80.0, 0.0])])
+def test_window_kernels_match_the_per_event_warp_and_jacobian(model, theta):
+    bearings, dt = _events(count=500, seed=11)
+    theta = np.array(theta, dtype=np.float64)
+    count = 2 if model == FLOW else 3
+    points, jacobians = warp_events(model, bearings, dt, theta[:count], FX, FY, CX, CY)
+    bearing_x = np.ascontiguousarray(bearings[:, 0])
+    bearing_y = np.ascontiguousarray(bearings[:, 1])
+    warped_x, warped_y = np.empty(len(dt)), np.empty(len(dt))
+    warp_points(model, bearing_x, bearing_y, dt, theta, FX, FY, CX, CY, warped_x, warped_y)
+    assert np.allclose(warped_x, points[:, 0], rtol=0, atol=1e-9)
+    assert np.allclose(warped_y, points[:, 1], rtol=0, atol=1e-9)
+    # gradient pass: sum_k (d_x, d_y)_k . J_k over the kept events, J from the per-event
+    # Jacobian (itself checked against central differences above)
+    rng = np.random.default_rng(5)
+    d_x, d_y = rng.normal(size=len(dt)), rng.normal(size=len(dt))
+    kept = rng.uniform(size=len(dt)) < 0.8
+    warped_x[~kept] = np.nan  # a dropped event's position must not leak into the sum
+    gradient = np.full(3, np.nan)
+    warp_gradient(model, bearing_x, bearing_y, dt, theta, FX, FY, CX, CY, warped_x, warped_y,
+                  d_x, d_y, kept, gradient)
+    expected = np.einsum("k,kp->p", d_x[kept], jacobians[kept, 0, :]) + \
+        np.einsum("k,kp->p", d_y[kept], jacobians[kept, 1, :])
+    assert np.allclose(gradient[:count], expected, rtol=1e-10, atol=1e-12 * np.abs(expected).max())
+    if model == FLOW:
+        assert gradient[2] == 0.0
+
+
+@pytest.mark.parametrize("kernel", ["bilinear", "gaussian"])
+def test_window_voting_matches_accumulate(kernel):
+    rng = np.random.default_rng(8)
+    count = 3000
+    warped_x = np.concatenate([rng.uniform(-5, 245, count - 3), [239.0, 0.0, np.nan]])
+    warped_y = np.concatenate([rng.uniform(-5, 185, count - 3), [179.0, 0.0, 50.0]])
+    weights = rng.choice([-1.0, 1.0], count)
+    reference = accumulate(np.column_stack([warped_x, warped_y]), 240, 180, weights=weights, kernel=kernel)
+    image = np.zeros(180 * 240)
+    kept = np.zeros(count, dtype=np.bool_)
+    offsets = np.zeros(count, dtype=np.int64)
+    if kernel == "bilinear":
+        cell, fraction_x, fraction_y = np.empty(count, dtype=np.int64), np.empty(count), np.empty(count)
+        kept_count = bilinear_cells(warped_x, warped_y, 240, 180, cell, fraction_x, fraction_y, kept)
+        vote_bilinear_cells(cell, fraction_x, fraction_y, kept, weights, offsets, 240, image)
+    else:
+        scratch = np.empty((4, gaussian_scratch_size(1.0)))
+        kept_count = vote_gaussian_points(warped_x, warped_y, weights, offsets, 240, 180, 1.0, image, kept, scratch)
+    assert kept_count == count - reference.dropped
+    assert np.array_equal(kept, reference.kept)
+    assert np.allclose(image.reshape(180, 240), reference.image, rtol=0, atol=1e-12)

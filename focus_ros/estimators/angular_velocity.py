@@ -16,7 +16,7 @@ import numpy as np
 from focus_ros.camera import Calibration
 from focus_ros.events import Events
 from focus_ros.iwe import KERNELS
-from focus_ros.objective import Objective
+from focus_ros.objective import Objective, supported_polarity_modes
 from focus_ros.optimize import OPTIMIZERS, OptimizerSettings, minimize
 
 #: reference-time choices: the window's first event, the middle of its span, its last event
@@ -104,7 +104,9 @@ class AngularVelocityEstimator:
     ``estimate(events, initial=None)`` solves one window; without ``initial`` it starts
     from the previous window's estimate (or 0 after ``reset()`` / a degenerate window / a
     long gap). Raises ValueError for settings that make no sense (unknown names, a
-    polarity mode the loss does not support).
+    polarity mode the engine does not support for the loss: ``supported_polarity_modes``;
+    counts-only losses such as the area run with polarity as the sum over the positive
+    and the negative events' images; the mean timestamp has no polarity version).
     """
 
     def __init__(self, calibration: Calibration, settings: AngularVelocitySettings = AngularVelocitySettings()):
@@ -127,9 +129,9 @@ class AngularVelocityEstimator:
         self.loss = get_loss(settings.loss)
         self.degenerate_reason = degeneracy_of(self.loss, settings.use_polarity)
         mode = "with" if settings.use_polarity else "without"
-        if not self.degenerate_reason and not self.loss.uses_timestamps and mode not in self.loss.polarity_modes:
-            raise ValueError(f"loss '{self.loss.name}' works only {' or '.join(self.loss.polarity_modes)} "
-                             f"polarity, not {mode}")
+        modes = supported_polarity_modes(self.loss)
+        if not self.degenerate_reason and mode not in modes:
+            raise ValueError(f"loss '{self.loss.name}' works only {' or '.join(modes)} polarity, not {mode}")
         self.objective = Objective(calibration, self.loss, warp=settings.warp, kernel=settings.kernel,
                                    sigma=settings.sigma, use_polarity=settings.use_polarity,
                                    loss_options=settings.loss_options)
