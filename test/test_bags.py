@@ -1,0 +1,181 @@
+"""Bags through rosbags: write a Recording (real slice events + made-up IMU / poses) as
+ROS 1, ROS 2 mcap and ROS 2 sqlite3, read it back identically; corrupt bags and missing
+topics give BagError naming the file."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import slice_folder
+from focus_ros import transport
+from focus_ros.camera import Calibration
+from focus_ros.events import Events
+from focus_ros.sources import bags
+from focus_ros.sources.ecd import read_events
+from focus_ros.sources.errors import BagError
+from focus_ros.sources.recording import ImuSamples, Poses, Recording
+
+FORMATS = {
+    "ros1": ("seq.bag", dict(version=1)),
+    "ros2 mcap": ("seq_mcap", dict(version=2, storage="mcap")),
+    "ros2 sqlite3": ("seq_sqlite", dict(version=2, storage="sqlite3")),
+    "ros2 mcap EventPacket mono": ("seq_mono", dict(version=2, storage="mcap", event_encoding="mono")),
+    "ros2 sqlite3 EventPacket evt3": ("seq_evt3", dict(version=2, storage="sqlite3", event_encoding="evt3")),
+}
+
+
+@pytest.fixture(scope="module")
+def recording() -> Recording:
+    events = read_events(slice_folder("boxes_rotation"))
+    rng = np.random.default_rng(7)
+    t = np.arange(events.t[0] - 3_000_000, events.t[-1] + 1_000_000, 1_000_000)
+    quaternions = rng.normal(size=(len(t), 4))
+    quaternions /= np.linalg.norm(quaternions, axis=1, keepdims=True)
+    calibration = Calibration(240, 180, 199.1, 198.8, 132.2, 110.7, (-0.37, 0.15, -3e-4, -7.6e-4, 0.01))
+    return Recording(events=events, calibration=calibration,
+                     imu=ImuSamples(t, rng.normal(size=(len(t), 3)), rng.normal(size=(len(t), 3))),
+                     poses=Poses(t, rng.normal(size=(len(t), 3)), quaternions))
+
+
+@pytest.fixture(scope="module")
+def written(recording, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("bags")
+    paths = {}
+    for name, (file_name, options) in FORMATS.items():
+        paths[name] = folder / file_name
+        bags.write_bag(paths[name], recording, events_per_message=7000, **options)
+    return paths
+
+
+def expected_events(recording: Recording, name: str) -> Events:
+    events = recording.events
+    if "evt3" in name:  # EVT3 resolution is 1 us
+        return Events(events.x, events.y, events.t // 1000 * 1000, events.p)
+    return events
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_write_then_read_gives_the_same_recording(recording, written, name):
+    back = bags.read_bag(written[name])
+    assert back.events.equals(expected_events(recording, name))
+    assert back.calibration == recording.calibration
+    for field in ("t", "angular_velocity", "linear_acceleration"):
+        assert np.array_equal(getattr(back.imu, field), getattr(recording.imu, field)), field
+    for field in ("t", "position", "orientation"):
+        assert np.array_equal(getattr(back.poses, field), getattr(recording.poses, field)), field
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_event_messages_stream_with_auto_detected_topic(recording, written, name):
+    messages = list(bags.iter_bag_events(written[name]))
+    assert [len(events) for events, _ in messages] == [7000] * 4 + [2000]
+    assert all(info.width == 240 and info.height == 180 for _, info in messages)
+    assert Events.concatenate([e for e, _ in messages]).equals(expected_events(recording, name))
+
+
+def test_bag_version_and_topics(written):
+    assert bags.bag_version(written["ros1"]) == 1
+    assert bags.bag_version(written["ros2 mcap"]) == 2
+    reader = bags.open_bag(written["ros1"])
+    try:
+        assert bags.bag_topics(reader) == {"/dvs/events": "dvs_msgs/msg/EventArray",
+                                           "/dvs/imu": "sensor_msgs/msg/Imu",
+                                           "/dvs/camera_info": "sensor_msgs/msg/CameraInfo",
+                                           "/optitrack/davis": "geometry_msgs/msg/PoseStamped"}
+    finally:
+        reader.close()
+
+
+def test_ros1_event_messages_match_rosbags_deserializer(recording, written):
+    """The stored ROS 1 bytes, read by rosbags' own deserializer, hold the same events."""
+    store = bags.typestore_with_event_types(1)
+    reader = bags.open_bag(written["ros1"])
+    try:
+        connection = next(c for c in reader.connections if c.topic == "/dvs/events")
+        _, _, raw = next(iter(reader.messages(connections=[connection])))
+    finally:
+        reader.close()
+    message = store.deserialize_ros1(raw, "dvs_msgs/msg/EventArray")
+    first = recording.events[:7000]
+    assert len(message.events) == 7000
+    for index in (0, 1, 3333, 6999):
+        event = message.events[index]
+        assert (event.x, event.y, event.ts.sec * 10**9 + event.ts.nanosec, event.polarity) == (
+            first.x[index], first.y[index], first.t[index], bool(first.p[index] > 0))
+
+
+def test_replay_messages_of_a_ros1_bag_are_ros2_cdr(recording, written):
+    source = bags.open_bag_messages(written["ros1"])
+    store = bags.typestore_with_event_types(2)
+    events, imu_rates = [], []
+    for topic, msgtype, _, payload, count, first in source.messages():
+        if msgtype == "dvs_msgs/msg/EventArray":
+            decoded, _ = transport.decode_event_array(payload)
+            assert len(decoded) == count and decoded.t[0] == first
+            events.append(decoded)
+        elif msgtype == "sensor_msgs/msg/Imu":
+            message = store.deserialize_cdr(payload, msgtype)
+            imu_rates.append((message.angular_velocity.x, message.angular_velocity.y, message.angular_velocity.z))
+        elif msgtype == "sensor_msgs/msg/CameraInfo":
+            message = store.deserialize_cdr(payload, msgtype)
+            assert bags.calibration_from_camera_info(message) == recording.calibration
+    assert Events.concatenate(events).equals(recording.events)
+    assert np.array_equal(np.array(imu_rates), recording.imu.angular_velocity)
+
+
+# ----------------------------------------------------------------------------------------
+# Errors
+
+
+def bag_payload_file(path):
+    """The largest file of a bag (the .bag itself, or the storage file of a ROS 2 folder)."""
+    if path.is_file():
+        return path
+    return max((p for p in path.iterdir() if p.name != "metadata.yaml"), key=lambda p: p.stat().st_size)
+
+
+@pytest.mark.parametrize("name", ["ros1", "ros2 mcap", "ros2 sqlite3"])
+@pytest.mark.parametrize("keep", [0.3, 0.6, 0.95])
+def test_truncated_bag_raises_bag_error_after_the_good_events(recording, written, tmp_path, name, keep):
+    import shutil
+
+    copy = tmp_path / written[name].name
+    if written[name].is_dir():
+        shutil.copytree(written[name], copy)
+    else:
+        shutil.copy(written[name], copy)
+    payload = bag_payload_file(copy)
+    data = payload.read_bytes()
+    payload.write_bytes(data[:int(len(data) * keep)])
+    received = []
+    with pytest.raises(BagError, match=str(copy)):
+        for events, _ in bags.iter_bag_events(copy):
+            received.append(events)
+    got = Events.concatenate(received)
+    assert got.equals(recording.events[:len(got)])  # a prefix, never wrong events
+
+
+def test_missing_paths_topics_and_types(written, tmp_path):
+    with pytest.raises(BagError, match="bag not found"):
+        bags.read_bag(tmp_path / "absent.bag")
+    (tmp_path / "notes.txt").write_text("hello")
+    with pytest.raises(BagError, match="not a bag"):
+        bags.read_bag(tmp_path / "notes.txt")
+    with pytest.raises(BagError, match="topic /nope not in the bag"):
+        list(bags.iter_bag_events(written["ros2 mcap"], topic="/nope"))
+    with pytest.raises(BagError, match="topic /dvs/imu has type sensor_msgs/msg/Imu"):
+        list(bags.iter_bag_events(written["ros2 mcap"], topic="/dvs/imu"))
+    with pytest.raises(BagError, match="topic /other/imu not in the bag"):
+        bags.read_bag(written["ros1"], topics=bags.BagTopics(imu="/other/imu"), require=("imu",))
+    with pytest.raises(BagError, match="topic /x not in the bag"):
+        bags.open_bag_messages(written["ros1"], ["/x"])
+
+
+def test_writer_refuses_bad_arguments(recording, written, tmp_path):
+    with pytest.raises(ValueError, match="already exists"):
+        bags.write_bag(written["ros1"], recording, version=1)
+    with pytest.raises(ValueError, match="must end in .bag"):
+        bags.write_bag(tmp_path / "x.db", recording, version=1)
+    with pytest.raises(ValueError, match="storage"):
+        bags.write_bag(tmp_path / "y", recording, version=2, storage="zip")
