@@ -311,6 +311,7 @@ class AngularVelocityNode(Node):
                 self._stats["windows_dropped"] += len(self._pending)
                 self._pending.clear()
                 estimator = self._estimator
+            self._update_gap_limit(window)
             try:
                 estimate = estimator.estimate(window)
                 self._publish(estimate, received, estimator)
@@ -318,6 +319,13 @@ class AngularVelocityNode(Node):
                 if not self.context.ok():
                     return  # shutting down: publishers are gone
                 self._warn_once("estimate_failed", f"estimation failed on a window: {error}")
+
+    def _update_gap_limit(self, window) -> None:
+        """A gap longer than gap_reset_windows window durations restarts the windows too,
+        so that no window mixes events from both sides of it."""
+        windows = self.get_parameter("gap_reset_windows").value
+        if windows > 0 and len(window) > 1 and self._guard is not None:
+            self._guard.gap_s = max(windows * window.duration_s, 1e-3)
 
     def _reconfigure(self) -> None:
         """(Re)build estimator and windows from the parameters (lock held)."""
