@@ -8,12 +8,10 @@ Events are never turned into per-event Python objects: their serialized bytes go
 :mod:`focus_ros.transport`. The small messages (IMU, camera info, poses) use rosbags'
 typestore. Default topics and types are those of the dataset's bags (design.md 2-3):
 
-==================  ===============================  ===========================
-``/dvs/events``     ``dvs_msgs/msg/EventArray``      (or ``event_camera_msgs/msg/EventPacket``)
-``/dvs/imu``        ``sensor_msgs/msg/Imu``          -> :class:`ImuSamples`
-``/dvs/camera_info````sensor_msgs/msg/CameraInfo``   -> :class:`Calibration` (plumb bob)
-``/optitrack/davis````geometry_msgs/msg/PoseStamped`` -> :class:`Poses`
-==================  ===============================  ===========================
+- ``/dvs/events``: ``dvs_msgs/msg/EventArray`` (or ``event_camera_msgs/msg/EventPacket``);
+- ``/dvs/imu``: ``sensor_msgs/msg/Imu`` -> :class:`ImuSamples`;
+- ``/dvs/camera_info``: ``sensor_msgs/msg/CameraInfo`` -> :class:`Calibration` (plumb bob);
+- ``/optitrack/davis``: ``geometry_msgs/msg/PoseStamped`` -> :class:`Poses`.
 
 Failures (missing file, corrupt or truncated bag, missing topic, unknown type, bad
 event message) raise :class:`BagError` naming the file and topic; events read before
@@ -104,8 +102,8 @@ def bag_version(path) -> int:
 
 
 def open_bag(path) -> AnyReader:
-    """Open a ROS 1 or ROS 2 bag for reading (a rosbags AnyReader, already open; close it
-    or use it in a ``with`` block). Raises BagError for a missing, corrupt or truncated bag."""
+    """Open a ROS 1 or ROS 2 bag for reading (a rosbags AnyReader, already open: close it,
+    e.g. ``with contextlib.closing(open_bag(path)) as reader``). Raises BagError for a missing, corrupt or truncated bag."""
     path = Path(path)
     version = bag_version(path)
     reader = AnyReader([path], default_typestore=typestore_with_event_types(2))
