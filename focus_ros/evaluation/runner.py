@@ -129,14 +129,19 @@ def build_windows(t_ns: np.ndarray, window_events: int, every: int = 1, max_wind
 # ---------------------------------------------------------------------------- event store
 
 
+def event_summary(events: Events) -> dict:
+    """Count and first/last times (ns) of the events: part of every job's fingerprint."""
+    return {"count": len(events), "first_ns": int(events.t[0]) if len(events) else 0,
+            "last_ns": int(events.t[-1]) if len(events) else 0}
+
+
 def prepare_event_store(events: Events, folder: Path) -> Path:
     """Save the events once as x.npy, y.npy, t.npy, p.npy in folder (skipped when already there
     with the same length and end times) for the workers to memory-map."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     marker = folder / "events.json"
-    summary = {"count": len(events), "first_ns": int(events.t[0]) if len(events) else 0,
-               "last_ns": int(events.t[-1]) if len(events) else 0}
+    summary = event_summary(events)
     if marker.is_file() and json.loads(marker.read_text()) == summary:
         return folder
     for name in EVENT_FIELDS:
@@ -319,12 +324,9 @@ def run_jobs(jobs: list[Job], events: Events, calibration: Calibration, windows:
              timing_windows: int = 3) -> RunReport:
     """Run the runnable jobs not finished yet in ``output``, on ``workers`` processes (default:
     os.cpu_count(); 1 runs in this process), with a tqdm bar over jobs x windows."""
-    from tqdm import tqdm
-
     output = Path(output)
     output.mkdir(parents=True, exist_ok=True)
-    store = prepare_event_store(events, output / "events_store")
-    summary = json.loads((store / "events.json").read_text())
+    summary = event_summary(events)
     report = RunReport()
     pending = []
     for job in jobs:
@@ -337,6 +339,31 @@ def run_jobs(jobs: list[Job], events: Events, calibration: Calibration, windows:
             pending.append((job, windows, options, str(output), fingerprint, timing_windows))
     workers = (os.cpu_count() or 1) if workers is None else max(1, int(workers))
     total = len(pending) * len(windows)
+    if not pending:
+        return report
+    store = prepare_event_store(events, output / "events_store")
+    try:
+        _run_pending(pending, store, calibration, workers, total, show_progress, timing_windows, report)
+    finally:
+        remove_event_store(store)
+    return report
+
+
+def remove_event_store(folder: Path) -> None:
+    """Delete the temporary event store (it is rebuilt from the sequence on the next run)."""
+    for name in (*EVENT_FIELDS, "events"):
+        for path in (Path(folder) / f"{name}.npy", Path(folder) / f"{name}.json"):
+            path.unlink(missing_ok=True)
+    try:
+        Path(folder).rmdir()
+    except OSError:
+        pass
+
+
+def _run_pending(pending, store: Path, calibration: Calibration, workers: int, total: int, show_progress: bool,
+                 timing_windows: int, report: RunReport) -> None:
+    from tqdm import tqdm
+
     with tqdm(total=total, unit="window", disable=not show_progress or total == 0, file=sys.stderr,
               desc=f"{len(pending)} jobs") as bar:
         if workers == 1 or len(pending) <= 1:
@@ -350,7 +377,6 @@ def run_jobs(jobs: list[Job], events: Events, calibration: Calibration, windows:
                     report.failed[job.name] = str(error)
         else:
             _run_in_pool(pending, store, calibration, min(workers, len(pending)), bar, report)
-    return report
 
 
 def _run_in_pool(pending, store: Path, calibration: Calibration, workers: int, bar, report: RunReport) -> None:
