@@ -8,7 +8,7 @@ import pytest
 
 from conftest import slice_folder
 from focus_ros.cli import main
-from focus_ros.commands.estimate import CSV_COLUMNS, _read_text_event_chunks
+from focus_ros.commands.estimate import CSV_COLUMNS
 
 
 @pytest.fixture
@@ -63,15 +63,20 @@ def test_degenerate_loss_is_refused(sequence, capsys):
     assert "degenerate without polarity" in capsys.readouterr().err
 
 
-def test_streaming_reader_chunks_and_bad_line(tmp_path):
-    path = tmp_path / "events.txt"
-    lines = [f"{0.001 * i:.9f} {i % 240} {i % 180} {i % 2}" for i in range(1000)]
-    path.write_text("\n".join(lines) + "\n")
-    chunks = list(_read_text_event_chunks(path, chunk_bytes=997))
-    assert len(chunks) > 10
-    assert sum(len(chunk) for chunk in chunks) == 1000
-    assert np.concatenate([chunk.t for chunk in chunks])[-1] == 999_000_000
-    lines[500] = "0.5 12 oops 1"
-    path.write_text("\n".join(lines) + "\n")
-    with pytest.raises(ValueError, match=r"events.txt:501: "):
-        list(_read_text_event_chunks(path, chunk_bytes=997))
+def test_bag_gives_the_same_estimates_as_the_folder(sequence, tmp_path):
+    """The same events as a ROS 1 bag and a ROS 2 bag (camera_info inside): same CSV."""
+    from focus_ros.sources.bags import write_bag
+    from focus_ros.sources.ecd import read_ecd_folder
+
+    recording = read_ecd_folder(sequence)
+    outputs = {}
+    for name, path, version in (("folder", sequence, None), ("ros1", tmp_path / "seq.bag", 1),
+                                ("ros2", tmp_path / "seq_ros2", 2)):
+        if version:
+            write_bag(path, recording, version=version, events_per_message=7000)
+        csv_path = tmp_path / f"{name}.csv"
+        assert main(["estimate", str(path), "--output", str(csv_path), "--quiet"]) == 0
+        outputs[name] = csv_path.read_text()
+    assert outputs["folder"].count("\n") >= 3
+    assert outputs["ros1"] == outputs["folder"]
+    assert outputs["ros2"] == outputs["folder"]

@@ -254,6 +254,15 @@ def _read_calibration(reader, path, topic) -> Calibration | None:
     return None
 
 
+def read_bag_calibration(path, topic: str = DEFAULT_TOPICS.camera_info) -> Calibration | None:
+    """The calibration in a bag's first camera_info on ``topic`` (None when the topic is absent)."""
+    path = Path(path)
+    with closing(open_bag(path)) as reader:
+        if topic not in bag_topics(reader):
+            return None
+        return _read_calibration(reader, path, topic)
+
+
 def calibration_from_camera_info(message, where: str = "camera_info") -> Calibration:
     """Calibration from a sensor_msgs/CameraInfo (K, D plumb bob / empty, width, height)."""
     model = message.distortion_model

@@ -1,0 +1,145 @@
+"""End-to-end speed of angular_velocity_node through ROS 2 (issue 5's benchmark).
+
+The node runs as `ros2 run` starts it (a subprocess, its entry point); this script
+publishes the real boxes_rotation slice (30,000 events in 5.5 ms, the dataset's peak
+rate) over loopback as serialized dvs_msgs/EventArray, repeated with shifted timestamps,
+and listens to /angular_velocity and /diagnostics.
+
+- latency: one window at a time; from publishing the window's last message to receiving
+  its TwistStamped (median);
+- sustained: windows published back to back at the camera's peak rate (30,000 events
+  per 5.5 ms) for a few seconds; the node processes what it can and skips to the newest
+  window otherwise. Sustained rate = events of processed windows / elapsed time; the
+  ratio to the peak rate says whether it keeps up (>= 1: real time).
+
+    .venv/bin/python benchmarks/bench_node.py [--losses variance gradient_magnitude ...] [--seconds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "test"))
+
+import numpy as np  # noqa: E402
+import rclpy  # noqa: E402
+from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
+from dvs_msgs.msg import EventArray  # noqa: E402
+from geometry_msgs.msg import TwistStamped  # noqa: E402
+from rclpy.executors import SingleThreadedExecutor  # noqa: E402
+
+from focus_ros import transport  # noqa: E402
+from focus_ros.events import Events  # noqa: E402
+from focus_ros.sources.ecd import read_ecd_folder  # noqa: E402
+from focus_ros.losses import LOSSES  # noqa: E402
+from ros_harness import NodeProcess, ros_environment, spin_until  # noqa: E402
+
+SLICE = ROOT.parent / "shared" / "data" / "ec_slices" / "boxes_rotation"
+PEAK_RATE = 30000 / 5.5e-3  # events/s at the boxes_rotation peak
+MESSAGE_EVENTS = 5000
+
+
+def window_messages(events: Events, repeat: int) -> list[list[bytes]]:
+    """`repeat` copies of the slice, each shifted after the previous, as message lists."""
+    span = int(events.t[-1] - events.t[0]) + 1000
+    windows = []
+    for k in range(repeat):
+        shifted = Events(events.x, events.y, events.t + k * span, events.p)
+        windows.append([transport.encode_event_array(shifted[s:s + MESSAGE_EVENTS], 180, 240, "dvs")
+                        for s in range(0, len(shifted), MESSAGE_EVENTS)])
+    return windows
+
+
+def measure(loss: str, polarity: bool, events: Events, seconds: float, latency_windows: int, log_dir: Path):
+    env = ros_environment()
+    os.environ.update({k: env[k] for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE")})
+    node = NodeProcess([str(Path(sys.executable).parent / "angular_velocity_node"), "--ros-args", "--params-file",
+                        str(ROOT / "config" / "davis240c.yaml"), "-r", "events:=/dvs/events",
+                        "-p", "camera_info_timeout_s:=0.2", "-p", f"loss:={loss}",
+                        "-p", f"use_polarity:={'true' if polarity else 'false'}"],
+                       env, log_dir / f"node_{loss}_{polarity}.log")
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    client = rclpy.create_node("bench_client", context=context)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(client)
+    estimates, diagnostics = [], []
+    client.create_subscription(TwistStamped, "/angular_velocity", lambda m: estimates.append(time.monotonic()), 1000)
+    client.create_subscription(DiagnosticArray, "/diagnostics", diagnostics.append, 10)
+    publisher = client.create_publisher(EventArray, "/dvs/events", 1000)
+    try:
+        if not spin_until(executor, lambda: publisher.get_subscription_count() > 0, 30):
+            raise RuntimeError("node did not subscribe: " + node.log())
+        spin_until(executor, lambda: False, 1.0)
+        total_windows = latency_windows + 2 + int(seconds / 5.5e-3) + 1
+        windows = window_messages(events, total_windows)
+        # warm-up (numba compile from cache) + latency, one window at a time
+        latencies = []
+        for index in range(latency_windows + 2):
+            count = len(estimates)
+            for message in windows[index]:
+                publisher.publish(message)
+            sent = time.monotonic()
+            if not spin_until(executor, lambda: len(estimates) > count, 30, step_s=0.0005):
+                raise RuntimeError("no estimate: " + node.log())
+            if index >= 2:
+                latencies.append(estimates[-1] - sent)
+        # sustained, at the camera's peak rate
+        first_estimate = len(estimates)
+        start = time.monotonic()
+        published_windows = 0
+        for index in range(latency_windows + 2, total_windows):
+            due = start + published_windows * 5.5e-3
+            while time.monotonic() < due:
+                executor.spin_once(timeout_sec=0)
+            for message in windows[index]:
+                publisher.publish(message)
+            published_windows += 1
+        spin_until(executor, lambda: False, 1.0)
+        elapsed = published_windows * 5.5e-3
+        processed = len(estimates) - first_estimate
+        return dict(latency_ms=1e3 * statistics.median(latencies), processed=processed,
+                    published=published_windows, sustained=processed * 30000 / elapsed)
+    finally:
+        node.stop()
+        executor.shutdown()
+        client.destroy_node()
+        rclpy.shutdown(context=context)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--losses", nargs="*", default=None, help="default: every loss")
+    parser.add_argument("--seconds", type=float, default=2.0, help="sustained-rate duration (s of event time)")
+    parser.add_argument("--latency-windows", type=int, default=10)
+    args = parser.parse_args()
+    if not (SLICE / "events.txt").exists():
+        print(f"needs the real slice at {SLICE}")
+        return 1
+    events = read_ecd_folder(SLICE).events
+    losses = args.losses or list(LOSSES)
+    print(f"angular_velocity_node, 30,000-event windows of boxes_rotation over ROS 2 loopback; "
+          f"peak rate {PEAK_RATE / 1e6:.2f} Mev/s")
+    print("| loss | polarity | latency (ms, median) | windows processed / published | "
+          "sustained (Mev/s) | ratio to peak |")
+    print("|---|---|---:|---:|---:|---:|")
+    with tempfile.TemporaryDirectory() as log_dir:
+        for loss in losses:
+            polarity = "without" not in LOSSES[loss].polarity_modes
+            result = measure(loss, polarity, events, args.seconds, args.latency_windows, Path(log_dir))
+            print(f"| {loss} | {'with' if polarity else 'without'} | {result['latency_ms']:.1f} | "
+                  f"{result['processed']} / {result['published']} | {result['sustained'] / 1e6:.2f} | "
+                  f"{result['sustained'] / PEAK_RATE:.2f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
