@@ -73,7 +73,7 @@ class BagReplayer(Node):
         topics = [t for t in self.get_parameter("topics").value if t]
         self._source = bags.open_bag_messages(self.bag_path, topics or None)
         qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100, reliability=ReliabilityPolicy.RELIABLE)
-        self._publishers = {topic: self.create_publisher(message_class(msgtype), topic, qos)
+        self._topic_publishers = {topic: self.create_publisher(message_class(msgtype), topic, qos)
                             for topic, msgtype in self._source.topics.items()}
         self._event_topics = [t for t, msgtype in self._source.topics.items() if msgtype in EVENT_TYPES]
         self._estimated_until_ns = -1
@@ -93,7 +93,7 @@ class BagReplayer(Node):
     def _wait_for_subscribers(self, executor) -> None:
         deadline = time.monotonic() + self.get_parameter("wait_for_subscribers_s").value
         while time.monotonic() < deadline:
-            if all(self._publishers[t].get_subscription_count() > 0 for t in self._event_topics):
+            if all(self._topic_publishers[t].get_subscription_count() > 0 for t in self._event_topics):
                 time.sleep(0.2)  # let discovery settle on both sides
                 return
             executor.spin_once(timeout_sec=0.05)
@@ -102,7 +102,7 @@ class BagReplayer(Node):
     def play(self, executor, progress=None) -> int:
         """Publish every message; returns the number of messages published."""
         self._wait_for_subscribers(executor)
-        self.get_logger().info(f"playing {self.bag_path} ({', '.join(self._publishers)}) at "
+        self.get_logger().info(f"playing {self.bag_path} ({', '.join(self._topic_publishers)}) at "
                                + ("the estimator's pace" if self.rate == 0 else f"rate {self.rate}"))
         event_times: list[int] = []     # first timestamp of each published event message
         event_totals: list[int] = []    # events published up to and including that message
@@ -117,7 +117,7 @@ class BagReplayer(Node):
                     time.sleep(delay)
             elif event_count and event_totals:
                 self._wait_for_consumer(executor, event_times, event_totals)
-            self._publishers[topic].publish(payload)
+            self._topic_publishers[topic].publish(payload)
             self.published_messages += 1
             if event_count:
                 self.published_events += event_count
