@@ -25,13 +25,43 @@ def _quadratic(x):
     return 0.5 * difference @ matrix @ difference, matrix @ difference
 
 
-@pytest.mark.parametrize("method", ["cg", "lbfgs"])
+@pytest.mark.parametrize("method", ["cg", "bfgs", "lbfgs"])
 def test_optimizers_find_the_minimum_of_a_quadratic(method):
     settings = OptimizerSettings(gradient_tolerance=1e-8, value_tolerance=0.0, step_tolerance=0.0)
     result = minimize(_quadratic, np.zeros(3), method, settings)
     assert np.allclose(result.x, [1.0, -2.0, 0.5], atol=1e-6)
     assert result.evaluations >= result.iterations >= 1
     assert result.converged
+
+
+def test_bfgs_warm_started_with_the_exact_inverse_hessian_takes_the_newton_step():
+    """On a quadratic, H = A^-1 makes the first step -H g land on the minimum: the unit
+    step is accepted at once (2 evaluations: start and minimum)."""
+    matrix = np.array([[4.0, 1.0, 0.0], [1.0, 3.0, 0.5], [0.0, 0.5, 2.0]])
+    settings = OptimizerSettings(gradient_tolerance=1e-8, value_tolerance=0.0, step_tolerance=0.0)
+    result = minimize(_quadratic, np.zeros(3), "bfgs", settings, inverse_hessian=np.linalg.inv(matrix))
+    assert np.allclose(result.x, [1.0, -2.0, 0.5], atol=1e-10)
+    assert result.evaluations == 2
+    cold = minimize(_quadratic, np.zeros(3), "bfgs", settings)
+    assert cold.evaluations > 2
+    # the returned estimate, after the quasi-Newton updates, approximates A^-1 (exact on
+    # a quadratic after P independent steps with exact line searches; here: close)
+    assert cold.inverse_hessian.shape == (3, 3)
+    assert np.allclose(cold.inverse_hessian @ matrix, np.eye(3), atol=0.2)
+
+
+def test_conjugate_gradient_first_step_from_a_warm_start_matrix():
+    """CG sizes its first trial step by g.Hg / g.g of the given matrix."""
+    calls = []
+
+    def recording(x):
+        calls.append(x.copy())
+        return _quadratic(x)
+
+    settings = OptimizerSettings(gradient_tolerance=1e-8, value_tolerance=0.0, step_tolerance=0.0)
+    conjugate_gradient(recording, np.zeros(3), settings, inverse_hessian=0.37 * np.eye(3))
+    _, gradient = _quadratic(np.zeros(3))
+    assert np.allclose(calls[1], -0.37 * gradient, rtol=1e-12)
 
 
 def test_conjugate_gradient_on_rosenbrock_and_caps():
@@ -164,6 +194,23 @@ def test_polarity_mode_the_loss_does_not_support_is_rejected():
         AngularVelocityEstimator(Calibration.davis240c(), AngularVelocitySettings(loss="sharpness"))
 
 
+@pytest.mark.parametrize("name", ["variance", "gradient_magnitude", "area_hyperbolic"])
+def test_bfgs_recovers_a_known_angular_velocity(synthetic, name):
+    """The faster quasi-Newton option: same recovery tolerance as CG above."""
+    calibration, events = synthetic
+    estimator = AngularVelocityEstimator(calibration, AngularVelocitySettings(
+        loss=name, use_polarity=False, t_ref="start", optimizer="bfgs"))
+    estimate = estimator.estimate(events, initial=TRUE_OMEGA * 0.7)
+    assert not estimate.degenerate, estimate.message
+    assert np.linalg.norm(estimate.angular_velocity - TRUE_OMEGA) < 0.3, estimate.angular_velocity
+    # warm start: the next window (here the same events) starts from the estimate and the
+    # inverse-Hessian estimate of this one
+    again = estimator.estimate(events)
+    assert np.array_equal(again.initial, estimate.angular_velocity)
+    assert again.evaluations <= estimate.evaluations
+    assert np.linalg.norm(again.angular_velocity - TRUE_OMEGA) < 0.3
+
+
 def test_warm_start_reuses_the_previous_estimate(synthetic):
     calibration, events = synthetic
     estimator = AngularVelocityEstimator(calibration, AngularVelocitySettings(t_ref="start"))
@@ -177,6 +224,7 @@ def test_warm_start_reuses_the_previous_estimate(synthetic):
 
 @pytest.mark.parametrize("name, optimizer", [
     ("variance", "cg"), ("gradient_magnitude", "cg"), ("variance", "lbfgs"),
+    ("variance", "bfgs"), ("gradient_magnitude", "bfgs"),
     pytest.param("gradient_magnitude", "lbfgs", marks=pytest.mark.xfail(
         strict=True, reason="L-BFGS-B's first unit step from 0 jumps to another, lower peak"))])
 def test_real_slice_from_zero_reaches_the_reference_sharpness(name, optimizer):

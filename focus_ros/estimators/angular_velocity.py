@@ -30,7 +30,7 @@ class AngularVelocitySettings:
 
     loss: a focus_ros.losses registry name; use_polarity: b_k = p_k (True) or 1 (False);
     kernel: "bilinear" | "gaussian" (sigma px); t_ref: "start" | "middle" | "end";
-    warp: "exact" (exponential map) | "small_angle"; optimizer: "cg" | "lbfgs";
+    warp: "exact" (exponential map) | "small_angle"; optimizer: "cg" (paper, default) | "bfgs" | "lbfgs";
     max_angular_velocity: rad/s, an estimate beyond it is reported degenerate (diverged);
     min_events: fewer events make the window degenerate;
     gap_reset_windows: warm start is dropped (back to 0) when the gap since the previous
@@ -58,7 +58,8 @@ class WindowEstimate:
     t_ref_ns: reference time (ns); angular_velocity: (3,) rad/s in the camera frame
     (x right, y down, z forward), NaN when degenerate; score: focus score at the estimate
     (sign * loss, higher is sharper); score_at_initial / score_at_zero: at the starting
-    point and at omega = 0; iterations, evaluations: optimizer work; events_used /
+    point and at omega = 0; iterations: optimizer iterations; evaluations: objective
+    evaluations for the window, those at the start and at omega = 0 included; events_used /
     events_dropped: kept in / warped outside the frame at the estimate; degenerate with a
     message when the estimate must not be trusted.
     """
@@ -140,6 +141,8 @@ class AngularVelocityEstimator:
     def reset(self) -> None:
         """Forget the warm start: the next window starts from omega = 0."""
         self.previous: np.ndarray | None = None
+        #: the previous window's inverse-Hessian estimate (optimize module: warm starts)
+        self._inverse_hessian: np.ndarray | None = None
         self._previous_end_ns: int | None = None
         self._previous_duration_ns: int = 0
 
@@ -171,19 +174,36 @@ class AngularVelocityEstimator:
                                   degenerate=True, message=reason)
         self.objective.set_events(events, t_ref_ns, int(events.t[0]))
         sign = self.loss.sign
-        initial_evaluation = self.objective.evaluate(start, with_gradient=False)
+        evaluated = {}  # omega bytes -> Evaluation: the start and the result are not evaluated twice
+
+        def evaluate(omega, with_gradient=True):
+            key = omega.tobytes()
+            known = evaluated.get(key)
+            if known is not None and (known.gradient is not None or not with_gradient):
+                return known
+            evaluation = self.objective.evaluate(omega, with_gradient)
+            evaluated[key] = evaluation
+            return evaluation
+
+        initial_evaluation = evaluate(start)
+        evaluation_count = 1
         score_at_initial = sign * initial_evaluation.value
-        score_at_zero = (score_at_initial if not start.any()
-                         else sign * self.objective.value(np.zeros(3)))
+        if start.any():
+            score_at_zero = sign * self.objective.value(np.zeros(3))
+            evaluation_count += 1
+        else:
+            score_at_zero = score_at_initial
         scale = abs(score_at_initial) if score_at_initial != 0 and math.isfinite(score_at_initial) else 1.0
 
         def cost(omega):
-            evaluation = self.objective.evaluate(omega)
+            evaluation = evaluate(np.asarray(omega, dtype=np.float64))
             return -sign * evaluation.value / scale, -sign * evaluation.gradient / scale
 
-        result = minimize(cost, start, settings.optimizer, settings.optimizer_settings)
-        omega = result.x
-        final = self.objective.evaluate(omega, with_gradient=False)
+        warm_matrix = self._inverse_hessian if self.previous is not None else None
+        result = minimize(cost, start, settings.optimizer, settings.optimizer_settings, warm_matrix)
+        omega = np.asarray(result.x, dtype=np.float64)
+        final = evaluate(omega, with_gradient=False)
+        evaluation_count += len(evaluated) - 1
         score = sign * final.value
         message = result.message
         degenerate = False
@@ -198,8 +218,10 @@ class AngularVelocityEstimator:
         self._previous_end_ns = int(events.t[-1])
         self._previous_duration_ns = int(events.t[-1] - events.t[0])
         self.previous = None if degenerate else omega.copy()
+        if result.inverse_hessian is not None and not degenerate:
+            self._inverse_hessian = result.inverse_hessian
         return WindowEstimate(t_ref_ns, nan3 if degenerate else omega, score, score_at_initial,
-                              score_at_zero, start, result.iterations, result.evaluations + 2,
+                              score_at_zero, start, result.iterations, evaluation_count,
                               final.kept, final.dropped, converged=result.converged,
                               degenerate=degenerate, message=message)
 
