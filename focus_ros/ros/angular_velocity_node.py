@@ -127,7 +127,7 @@ class AngularVelocityNode(Node):
         self._estimator: AngularVelocityEstimator | None = None
         self._windows: SlidingWindows | None = None
         self._pending = deque()            # complete windows waiting for the worker: (window, receive time)
-        self._pre_calibration = deque()    # (events, width, height, frame) received before calibration
+        self._waiting = deque()    # (events, width, height, receive time) until the estimator is configured
         self._frame_id = ""
         self._last_image_time = 0.0
         self._settings_changed = False
@@ -238,7 +238,6 @@ class AngularVelocityNode(Node):
             self._calibration = calibration
             self._calibration_source = "camera_info" if source.startswith("camera_info") else "parameters"
             self._settings_changed = True
-            self._guard = None
             if previous is None or (previous.width, previous.height) != (calibration.width, calibration.height):
                 self._guard = StreamGuard(calibration.width, calibration.height)
             self._lock.notify()
@@ -266,25 +265,23 @@ class AngularVelocityNode(Node):
             self._stats["events_since_report"] += len(events)
             if info.frame_id:
                 self._frame_id = info.frame_id
-            if self._guard is None:
-                self._pre_calibration.append((events, info.width, info.height, received))
-                self._bound_pre_calibration()
+            if self._guard is None or self._windows is None or self._settings_changed:
+                self._waiting.append((events, info.width, info.height, received))
+                self._bound_waiting()
+                self._lock.notify()
                 return
             self._accept(events, info.width, info.height, received)
 
-    def _bound_pre_calibration(self) -> None:
+    def _bound_waiting(self) -> None:
         limit = self.get_parameter("max_buffered_events").value
-        while sum(len(item[0]) for item in self._pre_calibration) > limit and len(self._pre_calibration) > 1:
-            self._pre_calibration.popleft()
+        while sum(len(item[0]) for item in self._waiting) > limit and len(self._waiting) > 1:
+            self._waiting.popleft()
 
     def _accept(self, events, width, height, received) -> None:
         """Guard, window and queue one batch (lock held)."""
         result = self._guard.check(events, width, height)
         for kind, text in result.problems:
-            if kind != "empty" or not self._warned.issuperset({"empty"}):
-                self._warn_once(kind, text)
-        if self._windows is None or self._settings_changed:
-            return self._lock.notify()
+            self._warn_once(kind, text)
         if result.restart:
             self._windows.reset()
             self._pending.clear()
@@ -341,8 +338,8 @@ class AngularVelocityNode(Node):
             self.get_logger().error(f"loss '{settings.loss}': {self._estimator.degenerate_reason}")
         self.get_logger().info(f"estimating with loss '{settings.loss}', polarity {settings.use_polarity}, "
                                f"windows of {self._window_description()}")
-        while self._pre_calibration:
-            events, width, height, received = self._pre_calibration.popleft()
+        while self._waiting:
+            events, width, height, received = self._waiting.popleft()
             self._accept(events, width, height, received)
 
     def _window_description(self) -> str:
