@@ -56,7 +56,7 @@ def test_replay_node_estimates_match_ground_truth_and_offline(simulated_bag, tmp
     collector.create_subscription(TwistStamped, "/angular_velocity", estimates.append, 1000)
     node = NodeProcess([executable("angular_velocity_node"), "--ros-args", "--params-file",
                         str(REPOSITORY_ROOT / "config" / "davis240c.yaml"), "-r", "events:=/dvs/events",
-                        "-p", "qos_reliability:=reliable"],
+                        "-p", "qos_reliability:=reliable", "-p", "queue_policy:=all"],
                        env, tmp_path / "node.log")
     replay = NodeProcess([executable("focus-ros"), "replay", str(bag), "--paced"], env, tmp_path / "replay.log")
     try:

@@ -14,7 +14,9 @@ and ``sensor_msgs/CameraInfo`` on the ``camera_info_topic`` parameter. Publishes
 Keeping up: the subscription callback only decodes and buffers; a worker thread runs the
 optimisation (Numba releases the GIL). When windows complete faster than they are
 processed, the worker skips to the newest complete window, keeps the warm start, and
-counts the skipped windows as dropped. The buffer is bounded (``max_buffered_events``).
+counts the skipped windows as dropped (``queue_policy: newest``, for live use); with
+``queue_policy: all`` (bag evaluation) it processes every window in order, dropping the
+oldest only beyond ``max_pending_windows``. Buffers are bounded (``max_buffered_events``).
 """
 
 from __future__ import annotations
@@ -90,6 +92,10 @@ PARAMETERS = {
                           {"float_range": (0.0, 1e6)}),
     "max_buffered_events": (2_000_000, "bound on buffered events; older ones are dropped",
                             {"integer_range": (1000, 100_000_000)}),
+    "queue_policy": ("newest", "when windows complete faster than they are processed: newest (skip to the "
+                     "newest window, live use) or all (process every window in order, for bag evaluation)", {}),
+    "max_pending_windows": (100, "queue_policy all: bound on queued windows; beyond it the oldest are dropped",
+                            {"integer_range": (1, 100000)}),
     "loss": ("variance", "focus loss (see focus_ros.losses.LOSSES)", {}),
     "use_polarity": (False, "image of warped events with polarity (b_k = p_k) or counts (b_k = 1)", {}),
     "kernel": ("bilinear", "event voting kernel: bilinear or gaussian", {}),
@@ -171,6 +177,7 @@ class AngularVelocityNode(Node):
         """Reasons why the parameter values are unusable (empty when fine)."""
         reasons = []
         choices = {"event_message_type": EVENT_MESSAGE_TYPES, "qos_reliability": ("best_effort", "reliable"),
+                   "queue_policy": ("newest", "all"),
                    "loss": tuple(LOSSES), "kernel": tuple(KERNELS), "reference_time": T_REF_CHOICES,
                    "warp": ROTATION_WARPS, "optimizer": tuple(OPTIMIZERS)}
         for name, allowed in choices.items():
@@ -286,8 +293,14 @@ class AngularVelocityNode(Node):
             self._windows.reset()
             self._pending.clear()
             self._estimator.reset()
+        # queue policy "newest": at most one window waits (the newest); "all": up to max_pending_windows
+        limit = 1 if self.get_parameter("queue_policy").value == "newest" else \
+            self.get_parameter("max_pending_windows").value
         for window in self._windows.push(result.events):
             self._pending.append((window, received))
+            if len(self._pending) > limit:
+                self._pending.popleft()
+                self._stats["windows_dropped"] += 1
         if self._pending:
             self._lock.notify()
 
@@ -304,9 +317,7 @@ class AngularVelocityNode(Node):
                     self._reconfigure()
                 if not self._pending:
                     continue
-                window, received = self._pending.pop()
-                self._stats["windows_dropped"] += len(self._pending)
-                self._pending.clear()
+                window, received = self._pending.popleft()
                 estimator = self._estimator
             self._update_gap_limit(window)
             try:

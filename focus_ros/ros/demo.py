@@ -69,9 +69,9 @@ def run_node_and_replay(args, bag: Path):
     node_log = args.output / "angular_velocity_node.log"
     executable = Path(sys.executable).parent / "angular_velocity_node"
     command = [str(executable), "--ros-args", "--params-file", str(share), "-r", "events:=/dvs/events",
-               "-p", f"loss:={args.loss}"]
+               "-p", f"loss:={args.loss}", "-p", "qos_reliability:=reliable", "-p", "queue_policy:=all"]
     print(f"[2/4] starting the node: angular_velocity_node --ros-args --params-file {share.name} "
-          f"-r events:=/dvs/events -p loss:={args.loss}")
+          f"-r events:=/dvs/events -p loss:={args.loss} -p queue_policy:=all")
     with open(node_log, "wb") as log:
         process = subprocess.Popen(command, env=environment, stdout=log, stderr=subprocess.STDOUT)
         rclpy.init()
