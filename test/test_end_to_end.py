@@ -74,10 +74,14 @@ def test_replay_node_estimates_match_ground_truth_and_offline(simulated_bag, tmp
     omega = np.array([[m.twist.angular.x, m.twist.angular.y, m.twist.angular.z] for m in estimates])
     error_deg_s = np.degrees(omega - ground_truth_at(recording, t_ns))
     rms = np.sqrt(np.mean(error_deg_s ** 2, axis=0))
-    # Offline, the engine is accurate to a few deg/s on this preset (test_estimate_cli /
-    # EVALUATION.md); through ROS nothing may be lost or rescaled (a deg/s output would be
-    # 57x off, a dropped or shifted window tens of deg/s). 10 deg/s per axis is ~5 % of the peak.
-    assert np.all(rms < 10.0), rms
+    median = np.median(np.abs(error_deg_s), axis=0)
+    # Offline on this sequence (peak 300 deg/s) the engine is within ~2 deg/s of the truth in
+    # almost every window; two windows dominate the RMS: the first, cold-started from 0 at
+    # ~340 deg/s, and the 60-ms window in which omega crosses zero (constant-velocity model),
+    # together ~20 deg/s RMS per axis. Through ROS nothing may be lost, shifted or rescaled:
+    # a deg/s output would be 57x off, a dropped or shifted window tens of deg/s per window.
+    assert np.all(median < 3.0), median     # 1 % of the peak
+    assert np.all(rms < 30.0), rms          # 10 % of the peak
 
     # offline: the same bag, the same windows and settings -> the same estimates
     output = tmp_path / "offline.csv"
