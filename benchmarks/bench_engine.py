@@ -1,10 +1,14 @@
 """Engine benchmark on the real boxes_rotation slice (30,000 events, 240x180, one thread).
 
-    .venv/bin/python benchmarks/bench_engine.py
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/bench_engine.py
 
-Prints Markdown tables: microseconds per value+gradient (and value only) for every loss,
-and evaluations / milliseconds per window for the variance (cold start from 0, warm start
-from the previous window's estimate). Medians of repeated runs; timings vary +-30 %.
+Prints Markdown tables: microseconds per value+gradient (and value only) for every loss
+in its usual polarity mode, plus the area losses with polarity (polarity split); the
+variance's time per stage; evaluations / milliseconds per window for each optimizer:
+cold (from 0), warm at the optimum (the previous estimate on the same events: the least
+work possible) and warm 0.3 rad/s off the optimum (median over 6 directions: a window
+whose motion changed since the previous one). Medians of repeated runs; timings vary
++-30 % on a shared machine.
 """
 
 from __future__ import annotations
@@ -28,7 +32,9 @@ from focus_ros.camera import Calibration  # noqa: E402
 from focus_ros.estimators.angular_velocity import AngularVelocityEstimator, AngularVelocitySettings  # noqa: E402
 from focus_ros.events import Events  # noqa: E402
 from focus_ros.losses import LOSSES, get_loss  # noqa: E402
-from focus_ros.objective import Objective  # noqa: E402
+from focus_ros.objective import Objective, splits_polarity  # noqa: E402
+from focus_ros.optimize import REAL_TIME_SETTINGS, OptimizerSettings  # noqa: E402
+from focus_ros.warps import warp_gradient, warp_points  # noqa: E402
 
 SLICE = Path(os.environ.get("FOCUS_ROS_SHARED_DATA", ROOT.parent / "shared" / "data")) / "ec_slices" / "boxes_rotation"
 OMEGA = np.array([3.576, 3.945, -1.754])
@@ -51,9 +57,14 @@ def main() -> None:
     print(f"# Engine benchmark: {len(events)} events, boxes_rotation, one thread\n")
     print("| loss | polarity | value+gradient µs (bilinear, exact) | value only µs | value+gradient µs (Gaussian σ=1) |")
     print("|---|---|---|---|---|")
+    rows = []
     for name in LOSSES:
         loss = get_loss(name)
         polarity = "with" in loss.polarity_modes and (loss.degenerate_without_polarity or "without" not in loss.polarity_modes)
+        rows.append((name, polarity))
+    rows += [(name, True) for name in LOSSES if splits_polarity(get_loss(name))]
+    for name, polarity in rows:
+        loss = get_loss(name)
         row = []
         for kernel in ("bilinear", "gaussian"):
             objective = Objective(calibration, loss, kernel=kernel, use_polarity=polarity)
@@ -61,31 +72,73 @@ def main() -> None:
             row.append(median_us(lambda: objective.evaluate(OMEGA)))
             if kernel == "bilinear":
                 row.append(median_us(lambda: objective.evaluate(OMEGA, with_gradient=False)))
-        print(f"| {name} | {'with' if polarity else 'without'} | {row[0]:.0f} | {row[1]:.0f} | {row[2]:.0f} |")
+        mode = "with (split)" if polarity and splits_polarity(loss) else ("with" if polarity else "without")
+        print(f"| {name} | {mode} | {row[0]:.0f} | {row[1]:.0f} | {row[2]:.0f} |")
 
-    objective = Objective(calibration, get_loss("variance"), warp="small_angle")
+    objective = Objective(calibration, get_loss("variance"), warp="small_angle", use_polarity=False)
     objective.set_events(events, int(events.t[0]))
     small = median_us(lambda: objective.evaluate(OMEGA))
     print(f"\nvariance, small-angle warp, bilinear: value+gradient {small:.0f} µs\n")
+    print_stages(events, calibration)
 
-    print("| optimizer | start | evaluations | iterations | ms per window |")
+    print("\n| optimizer | start | evaluations | iterations | ms per window |")
     print("|---|---|---|---|---|")
-    for optimizer in ("cg", "lbfgs"):
+    rng = np.random.default_rng(1)
+    directions = rng.normal(size=(6, 3))
+    directions /= np.linalg.norm(directions, axis=1, keepdims=True)
+    for optimizer, settings, settings_label in (("cg", OptimizerSettings(), "defaults"),
+                                                ("bfgs", OptimizerSettings(), "defaults"),
+                                                ("bfgs", REAL_TIME_SETTINGS, "REAL_TIME_SETTINGS"),
+                                                ("lbfgs", OptimizerSettings(), "defaults")):
         estimator = AngularVelocityEstimator(calibration, AngularVelocitySettings(
-            loss="variance", t_ref="start", optimizer=optimizer))
+            loss="variance", t_ref="start", optimizer=optimizer, optimizer_settings=settings))
         estimator.estimate(events, initial=np.zeros(3))  # compile
-        for label, initial in (("cold (0)", np.zeros(3)), ("warm (previous estimate)", None)):
-            results = []
-            times = []
-            for _ in range(5):
+        for label in ("cold (0)", "warm (previous estimate)", "warm, 0.3 rad/s off"):
+            evaluations, iterations, times = [], [], []
+            for repeat in range(6):
                 estimator.reset()
                 first = estimator.estimate(events, initial=np.zeros(3))
+                if label == "cold (0)":
+                    estimator.reset()
+                    initial = np.zeros(3)
+                elif label == "warm (previous estimate)":
+                    initial = first.angular_velocity
+                else:
+                    initial = first.angular_velocity + 0.3 * directions[repeat]
                 start = time.perf_counter()
-                result = estimator.estimate(events, initial=initial if initial is not None else first.angular_velocity)
+                result = estimator.estimate(events, initial=initial)
                 times.append(time.perf_counter() - start)
-                results.append(result)
-            print(f"| {optimizer} | {label} | {results[-1].evaluations} | {results[-1].iterations} | "
+                evaluations.append(result.evaluations)
+                iterations.append(result.iterations)
+            print(f"| {optimizer} ({settings_label}) | {label} | {np.median(evaluations):.1f} | {np.median(iterations):.1f} | "
                   f"{np.median(times) * 1e3:.1f} |")
+
+
+def print_stages(events: Events, calibration: Calibration) -> None:
+    """Microseconds per stage of one variance value+gradient (bilinear, exact warp)."""
+    objective = Objective(calibration, get_loss("variance"), use_polarity=False)
+    objective.set_events(events, int(events.t[0]))
+    theta = np.asarray(OMEGA, dtype=np.float64)
+    c = calibration
+    objective.evaluate(theta)
+    _, grad_image, _ = objective._loss()
+    stages = {
+        "warp (exact, vectorised)": lambda: warp_points(objective.model, objective.bearing_x, objective.bearing_y,
+                                                        objective.dt, theta, c.fx, c.fy, c.cx, c.cy,
+                                                        objective._warped_x, objective._warped_y, objective.dt_bound),
+        "forward (warp + cells + vote)": lambda: objective._forward(theta),
+        "loss (value and dL/dI)": objective._loss,
+        "gather (d_x, d_y per event)": lambda: objective._gather(grad_image, objective.weights, False),
+        "gradient contraction (exact warp)": lambda: warp_gradient(
+            objective.model, objective.bearing_x, objective.bearing_y, objective.dt, theta, c.fx, c.fy, c.cx, c.cy,
+            objective._warped_x, objective._warped_y, objective._d_x, objective._d_y, objective._kept,
+            objective._gradient, objective.dt_bound),
+        "whole value+gradient": lambda: objective.evaluate(theta),
+    }
+    print("| variance stage | µs |")
+    print("|---|---|")
+    for label, function in stages.items():
+        print(f"| {label} | {median_us(function, 30):.0f} |")
 
 
 if __name__ == "__main__":

@@ -26,13 +26,35 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
 from focus_ros.camera import Calibration
 from focus_ros.events import NANOSECONDS_PER_SECOND, Events
 from focus_ros.iwe import (BILINEAR, KERNELS, WarpedEventImage, bilinear_cells, gather_bilinear_cells,
                            gather_gaussian_points, gaussian_scratch_size, vote_bilinear_cells, vote_gaussian_points)
-from focus_ros.warps import PARAMETER_COUNT, WARP_MODELS, largest_abs_dt, warp_gradient, warp_points
+from focus_ros.warps import KERNEL_OPTIONS, PARAMETER_COUNT, WARP_MODELS, warp_gradient, warp_points
+
+
+@numba.njit(**KERNEL_OPTIONS)
+def prepare_events(x, y, t, polarity, t_ref_ns, t_start_ns, bearing_lut_x, bearing_lut_y, width, use_signs,
+                   split, plane_size, bearing_x, bearing_y, dt, timestamps, weights, plane_offset):
+    """Per-event inputs of the window kernels, in one pass: undistorted bearings from the
+    flat look-up tables (index y * width + x), dt_k = t_k - t_ref and tau_k = t_k - t_start
+    (s, from integer ns), vote weights b_k (p_k when ``use_signs``, else 1) and image-plane
+    offsets (``plane_size`` for negative events when ``split``, else 0).
+    Returns max_k |dt_k| (s)."""
+    largest = 0.0
+    for k in range(x.shape[0]):
+        index = np.int64(y[k]) * width + np.int64(x[k])
+        bearing_x[k] = bearing_lut_x[index]
+        bearing_y[k] = bearing_lut_y[index]
+        dt[k] = np.float64(t[k] - t_ref_ns) / 1e9
+        timestamps[k] = np.float64(t[k] - t_start_ns) / 1e9
+        largest = max(largest, abs(dt[k]))
+        weights[k] = np.float64(polarity[k]) if use_signs else 1.0
+        plane_offset[k] = plane_size if (split and polarity[k] < 0) else 0
+    return largest
 
 
 def splits_polarity(loss) -> bool:
@@ -97,6 +119,8 @@ class Objective:
         #: True: one count image per polarity, loss evaluated on each and summed
         self.split_polarity = self.use_polarity and splits_polarity(loss)
         self.bearing_lut = calibration.bearing_lut()
+        self._bearing_lut_x = np.ascontiguousarray(self.bearing_lut[:, :, 0]).reshape(-1)
+        self._bearing_lut_y = np.ascontiguousarray(self.bearing_lut[:, :, 1]).reshape(-1)
         self.width = calibration.width
         self.height = calibration.height
         planes = 2 if self.split_polarity else 1
@@ -106,6 +130,7 @@ class Objective:
         self._scratch = np.empty((4, gaussian_scratch_size(self.sigma)))
         self._theta = np.zeros(3)
         self._gradient = np.zeros(3)
+        self._allocate(0)
         self.set_events(Events.empty(), 0)
 
     # ---------------------------------------------------------------- events
@@ -122,21 +147,26 @@ class Objective:
                 raise ValueError(
                     f"event {index} at pixel ({events.x[index]}, {events.y[index]}) lies outside the "
                     f"{self.width}x{self.height} sensor of the calibration")
-        bearings = self.bearing_lut[events.y, events.x]
-        self.bearing_x = np.ascontiguousarray(bearings[:, 0])
-        self.bearing_y = np.ascontiguousarray(bearings[:, 1])
-        self.dt = (events.t - np.int64(t_ref_ns)).astype(np.float64) / NANOSECONDS_PER_SECOND
-        self.dt_bound = largest_abs_dt(self.dt)
         if t_start_ns is None:
             t_start_ns = int(events.t[0]) if count else 0
-        self.timestamps = (events.t - np.int64(t_start_ns)).astype(np.float64) / NANOSECONDS_PER_SECOND
-        use_signs = self.use_polarity and not self.split_polarity
-        self.weights = events.p.astype(np.float64) if use_signs else np.ones(count)
-        #: flat offset of each event's image plane: the negative events' plane when split
-        plane_size = self.height * self.width
-        self.plane_offset = (np.where(events.p < 0, plane_size, 0).astype(np.int64) if self.split_polarity
-                             else np.zeros(count, dtype=np.int64))
+        if count != self.event_count:  # windows of a fixed size reuse their buffers
+            self._allocate(count)
+        self.dt_bound = prepare_events(
+            events.x, events.y, events.t, events.p, np.int64(t_ref_ns), np.int64(t_start_ns),
+            self._bearing_lut_x, self._bearing_lut_y, self.width, self.use_polarity and not self.split_polarity,
+            self.split_polarity, self.height * self.width, self.bearing_x, self.bearing_y, self.dt,
+            self.timestamps, self.weights, self.plane_offset)
+
+    def _allocate(self, count: int) -> None:
+        """Per-event inputs (filled by ``prepare_events``) and work arrays for N events."""
         self.event_count = count
+        self.bearing_x = np.empty(count)
+        self.bearing_y = np.empty(count)
+        self.dt = np.empty(count)
+        self.timestamps = np.empty(count)
+        self.weights = np.empty(count)
+        #: flat offset of each event's image plane: the negative events' plane when split
+        self.plane_offset = np.empty(count, dtype=np.int64)
         self._warped_x = np.empty(count)
         self._warped_y = np.empty(count)
         self._cell = np.empty(count, dtype=np.int64)

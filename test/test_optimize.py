@@ -10,7 +10,7 @@ from focus_ros.camera import Calibration
 from focus_ros.estimators.angular_velocity import AngularVelocityEstimator, AngularVelocitySettings
 from focus_ros.events import Events
 from focus_ros.losses import LOSSES, get_loss
-from focus_ros.optimize import OptimizerSettings, conjugate_gradient, lbfgs, minimize
+from focus_ros.optimize import REAL_TIME_SETTINGS, OptimizerSettings, conjugate_gradient, lbfgs, minimize
 from focus_ros.warps import rotation_matrix
 from test_objective import load_slice
 
@@ -195,16 +195,16 @@ def test_polarity_mode_the_loss_does_not_support_is_rejected():
 
 
 @pytest.mark.parametrize("name", ["variance", "gradient_magnitude", "area_hyperbolic"])
-def test_bfgs_recovers_a_known_angular_velocity(synthetic, name):
+@pytest.mark.parametrize("settings", [OptimizerSettings(), REAL_TIME_SETTINGS], ids=["default", "real_time"])
+def test_bfgs_recovers_a_known_angular_velocity(synthetic, name, settings):
     """The faster quasi-Newton option: same recovery tolerance as CG above."""
     calibration, events = synthetic
     estimator = AngularVelocityEstimator(calibration, AngularVelocitySettings(
-        loss=name, use_polarity=False, t_ref="start", optimizer="bfgs"))
+        loss=name, use_polarity=False, t_ref="start", optimizer="bfgs", optimizer_settings=settings))
     estimate = estimator.estimate(events, initial=TRUE_OMEGA * 0.7)
     assert not estimate.degenerate, estimate.message
     assert np.linalg.norm(estimate.angular_velocity - TRUE_OMEGA) < 0.3, estimate.angular_velocity
-    # warm start: the next window (here the same events) starts from the estimate and the
-    # inverse-Hessian estimate of this one
+    # warm start: the next window (here the same events) starts from the estimate
     again = estimator.estimate(events)
     assert np.array_equal(again.initial, estimate.angular_velocity)
     assert again.evaluations <= estimate.evaluations
@@ -224,13 +224,15 @@ def test_warm_start_reuses_the_previous_estimate(synthetic):
 
 @pytest.mark.parametrize("name, optimizer", [
     ("variance", "cg"), ("gradient_magnitude", "cg"), ("variance", "lbfgs"),
-    ("variance", "bfgs"), ("gradient_magnitude", "bfgs"),
+    ("variance", "bfgs"), ("gradient_magnitude", "bfgs"), ("variance", "bfgs_real_time"),
     pytest.param("gradient_magnitude", "lbfgs", marks=pytest.mark.xfail(
         strict=True, reason="L-BFGS-B's first unit step from 0 jumps to another, lower peak"))])
 def test_real_slice_from_zero_reaches_the_reference_sharpness(name, optimizer):
     events, calibration = load_slice("boxes_rotation")
+    real_time = optimizer.endswith("_real_time")
     estimator = AngularVelocityEstimator(calibration, AngularVelocitySettings(
-        loss=name, t_ref="start", optimizer=optimizer))
+        loss=name, t_ref="start", optimizer=optimizer.removesuffix("_real_time"),
+        optimizer_settings=REAL_TIME_SETTINGS if real_time else OptimizerSettings()))
     estimate = estimator.estimate(events, initial=np.zeros(3))
     objective = estimator.objective
     reference = np.array([3.576, 3.945, -1.754])  # published estimate, same warp convention

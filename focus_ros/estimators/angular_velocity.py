@@ -141,8 +141,6 @@ class AngularVelocityEstimator:
     def reset(self) -> None:
         """Forget the warm start: the next window starts from omega = 0."""
         self.previous: np.ndarray | None = None
-        #: the previous window's inverse-Hessian estimate (optimize module: warm starts)
-        self._inverse_hessian: np.ndarray | None = None
         self._previous_end_ns: int | None = None
         self._previous_duration_ns: int = 0
 
@@ -199,8 +197,10 @@ class AngularVelocityEstimator:
             evaluation = evaluate(np.asarray(omega, dtype=np.float64))
             return -sign * evaluation.value / scale, -sign * evaluation.gradient / scale
 
-        warm_matrix = self._inverse_hessian if self.previous is not None else None
-        result = minimize(cost, start, settings.optimizer, settings.optimizer_settings, warm_matrix)
+        # (the previous window's inverse-Hessian estimate is not passed on: measured on the
+        # real slices, it reflects the gradient noise of bilinear voting at the end of a
+        # solve and made BFGS slower, CG no faster; see focus_ros.optimize)
+        result = minimize(cost, start, settings.optimizer, settings.optimizer_settings)
         omega = np.asarray(result.x, dtype=np.float64)
         final = evaluate(omega, with_gradient=False)
         evaluation_count += len(evaluated) - 1
@@ -218,8 +218,6 @@ class AngularVelocityEstimator:
         self._previous_end_ns = int(events.t[-1])
         self._previous_duration_ns = int(events.t[-1] - events.t[0])
         self.previous = None if degenerate else omega.copy()
-        if result.inverse_hessian is not None and not degenerate:
-            self._inverse_hessian = result.inverse_hessian
         return WindowEstimate(t_ref_ns, nan3 if degenerate else omega, score, score_at_initial,
                               score_at_zero, start, result.iterations, evaluation_count,
                               final.kept, final.dropped, converged=result.converged,
