@@ -296,8 +296,39 @@ def _rotation_exact_points_series(bearing_x, bearing_y, dt, wx, wy, wz, fx, fy, 
 
 
 @numba.njit(**KERNEL_OPTIONS)
+def _small_angle_points(bearing_x, bearing_y, dt, wx, wy, wz, fx, fy, cx, cy, warped_x, warped_y):
+    """``warp_rotation_small_angle`` of every event (vectorised loop)."""
+    for k in range(dt.shape[0]):
+        x, y, _, _, _, _, _, _ = warp_rotation_small_angle(bearing_x[k], bearing_y[k], dt[k], wx, wy, wz,
+                                                           fx, fy, cx, cy, False)
+        warped_x[k] = x
+        warped_y[k] = y
+
+
+@numba.njit(**KERNEL_OPTIONS)
+def _small_angle_gradient(bearing_x, bearing_y, dt, d_x, d_y, kept, wx, wy, wz, fx, fy, cx, cy, gradient):
+    """sum_k (d_x, d_y)_k . dx'_k/domega for the small-angle warp (vectorised loop; events
+    not ``kept`` are selected away)."""
+    g0 = 0.0
+    g1 = 0.0
+    g2 = 0.0
+    for k in range(dt.shape[0]):
+        _, _, j00, j01, j02, j10, j11, j12 = warp_rotation_small_angle(bearing_x[k], bearing_y[k], dt[k],
+                                                                       wx, wy, wz, fx, fy, cx, cy, True)
+        inside = kept[k]
+        row_x = d_x[k] if inside else 0.0
+        row_y = d_y[k] if inside else 0.0
+        g0 += row_x * j00 + row_y * j10
+        g1 += row_x * j01 + row_y * j11
+        g2 += row_x * j02 + row_y * j12
+    gradient[0] = g0
+    gradient[1] = g1
+    gradient[2] = g2
+
+
+@numba.njit(**KERNEL_OPTIONS)
 def _points_per_event(model, bearing_x, bearing_y, dt, t0, t1, t2, fx, fy, cx, cy, warped_x, warped_y):
-    """Any model, event by event through ``warp_one`` (large angles, small-angle, flow)."""
+    """Any model, event by event through ``warp_one`` (exact warp at large angles, flow)."""
     for k in range(dt.shape[0]):
         x, y, _, _, _, _, _, _ = warp_one(model, bearing_x[k], bearing_y[k], dt[k], t0, t1, t2,
                                           fx, fy, cx, cy, False)
@@ -319,6 +350,9 @@ def warp_points(model: int, bearing_x: np.ndarray, bearing_y: np.ndarray, dt: np
     if model == ROTATION_EXACT and series_applies(theta, dt_bound):
         _rotation_exact_points_series(bearing_x, bearing_y, dt, theta[0], theta[1], theta[2],
                                       fx, fy, cx, cy, warped_x, warped_y)
+    elif model == ROTATION_SMALL_ANGLE:
+        _small_angle_points(bearing_x, bearing_y, dt, theta[0], theta[1], theta[2], fx, fy, cx, cy,
+                            warped_x, warped_y)
     else:
         _points_per_event(model, bearing_x, bearing_y, dt, theta[0], theta[1], theta[2],
                           fx, fy, cx, cy, warped_x, warped_y)
@@ -410,6 +444,9 @@ def warp_gradient(model: int, bearing_x: np.ndarray, bearing_y: np.ndarray, dt: 
     if model == ROTATION_EXACT and series_applies(theta, dt_bound):
         _rotation_exact_gradient_series(warped_x, warped_y, dt, d_x, d_y, kept, theta[0], theta[1], theta[2],
                                         fx, fy, cx, cy, gradient)
+    elif model == ROTATION_SMALL_ANGLE:
+        _small_angle_gradient(bearing_x, bearing_y, dt, d_x, d_y, kept, theta[0], theta[1], theta[2],
+                              fx, fy, cx, cy, gradient)
     else:
         _gradient_per_event(model, bearing_x, bearing_y, dt, d_x, d_y, kept, theta[0], theta[1], theta[2],
                             fx, fy, cx, cy, gradient)
