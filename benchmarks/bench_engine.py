@@ -60,7 +60,8 @@ def main() -> None:
     rows = []
     for name in LOSSES:
         loss = get_loss(name)
-        polarity = "with" in loss.polarity_modes and (loss.degenerate_without_polarity or "without" not in loss.polarity_modes)
+        polarity = "with" in loss.polarity_modes and (loss.degenerate_without_polarity
+                                                      or "without" not in loss.polarity_modes)
         rows.append((name, polarity))
     rows += [(name, True) for name in LOSSES if splits_polarity(get_loss(name))]
     for name, polarity in rows:
@@ -110,8 +111,8 @@ def main() -> None:
                 times.append(time.perf_counter() - start)
                 evaluations.append(result.evaluations)
                 iterations.append(result.iterations)
-            print(f"| {optimizer} ({settings_label}) | {label} | {np.median(evaluations):.1f} | {np.median(iterations):.1f} | "
-                  f"{np.median(times) * 1e3:.1f} |")
+            print(f"| {optimizer} ({settings_label}) | {label} | {np.median(evaluations):.1f} | "
+                  f"{np.median(iterations):.1f} | {np.median(times) * 1e3:.1f} |")
 
 
 def print_stages(events: Events, calibration: Calibration) -> None:

@@ -49,8 +49,8 @@ def prepare_events(x, y, t, polarity, t_ref_ns, t_start_ns, bearing_lut_x, beari
         index = np.int64(y[k]) * width + np.int64(x[k])
         bearing_x[k] = bearing_lut_x[index]
         bearing_y[k] = bearing_lut_y[index]
-        dt[k] = np.float64(t[k] - t_ref_ns) / 1e9
-        timestamps[k] = np.float64(t[k] - t_start_ns) / 1e9
+        dt[k] = np.float64(t[k] - t_ref_ns) / NANOSECONDS_PER_SECOND
+        timestamps[k] = np.float64(t[k] - t_start_ns) / NANOSECONDS_PER_SECOND
         largest = max(largest, abs(dt[k]))
         weights[k] = np.float64(polarity[k]) if use_signs else 1.0
         plane_offset[k] = plane_size if (split and polarity[k] < 0) else 0
