@@ -60,7 +60,8 @@ def test_replay_node_estimates_match_ground_truth_and_offline(simulated_bag, tmp
                        env, tmp_path / "node.log")
     replay = NodeProcess([executable("focus-ros"), "replay", str(bag), "--paced"], env, tmp_path / "replay.log")
     try:
-        assert replay.process.wait(timeout=240) == 0, replay.log()
+        spin_until(executor, lambda: not replay.alive(), 240.0)  # collect while the bag plays
+        assert replay.process.wait(timeout=1) == 0, replay.log()
         expected_windows = len(recording.events) // WINDOW_EVENTS
         spin_until(executor, lambda: len(estimates) >= expected_windows, 30.0)
     finally:
