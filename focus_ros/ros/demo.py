@@ -126,7 +126,7 @@ def write_plots(recording, t_ns, omega, plot_path: Path, images_path: Path, loss
     import matplotlib.pyplot as plt
 
     from focus_ros.estimators.angular_velocity import AngularVelocityEstimator, AngularVelocitySettings
-    from focus_ros.visualization import iwe_to_rgb
+    from focus_ros.visualization import iwe_to_rgb, saturation_scale
 
     t0 = recording.events.t[0]
     figure, axes = plt.subplots(3, 1, sharex=True, figsize=(9, 7))
@@ -152,10 +152,11 @@ def write_plots(recording, t_ns, omega, plot_path: Path, images_path: Path, loss
     estimate = estimator.estimate(window, initial=omega[index])
     before = estimator.objective.image(np.zeros(3)).image
     after = estimator.objective.image(estimate.angular_velocity).image
+    scale = saturation_scale(after)  # one scale for both pictures
     figure, axes = plt.subplots(1, 2, figsize=(10, 4))
     for ax, image, title in ((axes[0], before, "before (ω = 0)"),
                              (axes[1], after, f"after (ω = {np.degrees(np.linalg.norm(estimate.angular_velocity)):.0f} deg/s)")):
-        ax.imshow(iwe_to_rgb(image))
+        ax.imshow(iwe_to_rgb(image, scale=scale))
         ax.set_title(title)
         ax.axis("off")
     figure.suptitle("Image of warped events, 30,000 events")
