@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,7 +28,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "test"))
 
-import numpy as np  # noqa: E402
 import rclpy  # noqa: E402
 from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
 from dvs_msgs.msg import EventArray  # noqa: E402
@@ -58,13 +56,14 @@ def window_messages(events: Events, repeat: int) -> list[list[bytes]]:
     return windows
 
 
-def measure(loss: str, polarity: bool, events: Events, seconds: float, latency_windows: int, log_dir: Path):
+def measure(loss: str, polarity: bool, events: Events, seconds: float, latency_windows: int, log_dir: Path,
+            optimizer: str = "cg"):
     env = ros_environment()
     os.environ.update({k: env[k] for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE")})
     node = NodeProcess([str(Path(sys.executable).parent / "angular_velocity_node"), "--ros-args", "--params-file",
                         str(ROOT / "config" / "davis240c.yaml"), "-r", "events:=/dvs/events",
                         "-p", "camera_info_timeout_s:=0.2", "-p", f"loss:={loss}",
-                        "-p", f"use_polarity:={'true' if polarity else 'false'}"],
+                        "-p", f"use_polarity:={'true' if polarity else 'false'}", "-p", f"optimizer:={optimizer}"],
                        env, log_dir / f"node_{loss}_{polarity}.log")
     context = rclpy.Context()
     rclpy.init(context=context)
@@ -120,21 +119,23 @@ def main() -> int:
     parser.add_argument("--losses", nargs="*", default=None, help="default: every loss")
     parser.add_argument("--seconds", type=float, default=2.0, help="sustained-rate duration (s of event time)")
     parser.add_argument("--latency-windows", type=int, default=10)
+    parser.add_argument("--optimizer", default="cg", help="node optimizer parameter (default cg)")
     args = parser.parse_args()
     if not (SLICE / "events.txt").exists():
         print(f"needs the real slice at {SLICE}")
         return 1
     events = read_ecd_folder(SLICE).events
     losses = args.losses or list(LOSSES)
-    print(f"angular_velocity_node, 30,000-event windows of boxes_rotation over ROS 2 loopback; "
-          f"peak rate {PEAK_RATE / 1e6:.2f} Mev/s")
+    print(f"angular_velocity_node (optimizer {args.optimizer}), 30,000-event windows of boxes_rotation "
+          f"over ROS 2 loopback; peak rate {PEAK_RATE / 1e6:.2f} Mev/s")
     print("| loss | polarity | latency (ms, median) | windows processed / published | "
           "sustained (Mev/s) | ratio to peak |")
     print("|---|---|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as log_dir:
         for loss in losses:
             polarity = "without" not in LOSSES[loss].polarity_modes
-            result = measure(loss, polarity, events, args.seconds, args.latency_windows, Path(log_dir))
+            result = measure(loss, polarity, events, args.seconds, args.latency_windows, Path(log_dir),
+                             args.optimizer)
             print(f"| {loss} | {'with' if polarity else 'without'} | {result['latency_ms']:.1f} | "
                   f"{result['processed']} / {result['published']} | {result['sustained'] / 1e6:.2f} | "
                   f"{result['sustained'] / PEAK_RATE:.2f} |", flush=True)

@@ -6,6 +6,7 @@ hear each other (or anything else on the machine).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import signal
@@ -76,3 +77,28 @@ def spin_until(executor, condition, timeout_s: float, step_s: float = 0.05) -> b
             return True
         executor.spin_once(timeout_sec=step_s)
     return condition()
+
+
+@contextlib.contextmanager
+def client_node(name: str, monkeypatch):
+    """A real rclpy node in the test process, in a ROS domain of its own.
+
+    Yields (environment for the processes it talks to, node, executor); shuts down after.
+    """
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+
+    env = ros_environment()
+    for key in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE"):
+        monkeypatch.setenv(key, env[key])
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node(name, context=context)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    try:
+        yield env, node, executor
+    finally:
+        executor.shutdown()
+        node.destroy_node()
+        rclpy.shutdown(context=context)

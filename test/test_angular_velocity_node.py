@@ -7,10 +7,8 @@ messages and listens to what comes back. Nothing in between is a stand-in.
 
 from __future__ import annotations
 
-import os
 import re
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,7 +20,6 @@ from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
 from dvs_msgs.msg import EventArray  # noqa: E402
 from event_camera_msgs.msg import EventPacket  # noqa: E402
 from geometry_msgs.msg import TwistStamped  # noqa: E402
-from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from sensor_msgs.msg import CameraInfo, Image  # noqa: E402
 
 from conftest import REPOSITORY_ROOT, slice_folder  # noqa: E402
@@ -30,7 +27,7 @@ from focus_ros import transport  # noqa: E402
 from focus_ros.camera import Calibration  # noqa: E402
 from focus_ros.events import Events  # noqa: E402
 from focus_ros.sources.ecd import read_ecd_folder  # noqa: E402
-from ros_harness import NodeProcess, executable, ros_environment, spin_until  # noqa: E402
+from ros_harness import NodeProcess, client_node, executable, spin_until  # noqa: E402
 
 #: published contrast-maximisation estimate over the boxes_rotation slice (its README), rad/s
 BOXES_REFERENCE = np.array([3.576, 3.945, -1.754])
@@ -40,14 +37,11 @@ PARAMS_FILE = REPOSITORY_ROOT / "config" / "davis240c.yaml"
 @pytest.fixture
 def ros(tmp_path, monkeypatch):
     """A ROS domain of this test's own, and a client node in the test process."""
-    env = ros_environment()
-    for key in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE"):
-        monkeypatch.setenv(key, env[key])
-    context = rclpy.Context()
-    rclpy.init(context=context)
-    node = rclpy.create_node("test_client", context=context)
-    executor = SingleThreadedExecutor(context=context)
-    executor.add_node(node)
+    with client_node("test_client", monkeypatch) as (env, node, executor):
+        yield from _ros_session(env, node, executor, tmp_path)
+
+
+def _ros_session(env, node, executor, tmp_path):
     processes = []
 
     class Ros:
@@ -74,13 +68,8 @@ def ros(tmp_path, monkeypatch):
             time.sleep(0.3)
 
     yield Ros()
-    logs = []
     for process in processes:
         process.stop()
-        logs.append(process.log())
-    executor.shutdown()
-    node.destroy_node()
-    rclpy.shutdown(context=context)
 
 
 def boxes_events() -> Events:

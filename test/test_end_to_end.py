@@ -18,12 +18,11 @@ rclpy = pytest.importorskip("rclpy")
 pytest.importorskip("dvs_msgs.msg", reason="interface packages not built: run `make setup`")
 
 from geometry_msgs.msg import TwistStamped  # noqa: E402
-from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 
 from conftest import REPOSITORY_ROOT  # noqa: E402
 from focus_ros.sources.bags import write_bag  # noqa: E402
 from focus_ros.sources.simulator import simulate_preset  # noqa: E402
-from ros_harness import NodeProcess, executable, ros_environment, spin_until  # noqa: E402
+from ros_harness import NodeProcess, client_node, executable, spin_until  # noqa: E402
 
 WINDOW_EVENTS = 30000
 
@@ -44,14 +43,12 @@ def ground_truth_at(recording, t_ns):
 
 def test_replay_node_estimates_match_ground_truth_and_offline(simulated_bag, tmp_path, monkeypatch):
     bag, recording = simulated_bag
-    env = ros_environment()
-    for key in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE"):
-        monkeypatch.setenv(key, env[key])
-    context = rclpy.Context()
-    rclpy.init(context=context)
-    collector = rclpy.create_node("e2e_collector", context=context)
-    executor = SingleThreadedExecutor(context=context)
-    executor.add_node(collector)
+    with client_node("e2e_collector", monkeypatch) as (env, collector, executor):
+        estimates, node_log = replay_through_node(bag, recording, env, collector, executor, tmp_path)
+    check_estimates(estimates, node_log, bag, recording, env, tmp_path)
+
+
+def replay_through_node(bag, recording, env, collector, executor, tmp_path):
     estimates = []
     collector.create_subscription(TwistStamped, "/angular_velocity", estimates.append, 1000)
     node = NodeProcess([executable("angular_velocity_node"), "--ros-args", "--params-file",
@@ -67,9 +64,11 @@ def test_replay_node_estimates_match_ground_truth_and_offline(simulated_bag, tmp
     finally:
         node_log = node.log()
         node.stop()
-        executor.shutdown()
-        collector.destroy_node()
-        rclpy.shutdown(context=context)
+    return estimates, node_log
+
+
+def check_estimates(estimates, node_log, bag, recording, env, tmp_path):
+    expected_windows = len(recording.events) // WINDOW_EVENTS
     assert len(estimates) == expected_windows, (len(estimates), expected_windows, node_log)
     t_ns = np.array([m.header.stamp.sec * 10**9 + m.header.stamp.nanosec for m in estimates])
     omega = np.array([[m.twist.angular.x, m.twist.angular.y, m.twist.angular.z] for m in estimates])

@@ -44,6 +44,7 @@ from focus_ros.iwe import KERNELS
 from focus_ros.losses import LOSSES
 from focus_ros.optimize import OPTIMIZERS, OptimizerSettings
 from focus_ros.ros import messages
+from focus_ros.ros.entry_point import run_node
 from focus_ros.stream import StreamGuard
 from focus_ros.transport import EventDecodeError
 from focus_ros.visualization import iwe_to_rgb, saturation_scale
@@ -131,7 +132,7 @@ class AngularVelocityNode(Node):
         self._calibration_source = ""
         self._guard: StreamGuard | None = None
         self._estimator: AngularVelocityEstimator | None = None
-        self._windows: SlidingWindows | None = None
+        self._windows = None               # CountWindowCutter or DurationWindowCutter, once configured
         self._pending = deque()            # complete windows waiting for the worker: (window, receive time)
         self._waiting = deque()    # (events, width, height, receive time) until the estimator is configured
         self._frame_id = ""
@@ -449,23 +450,7 @@ def frame_id_or(frame_id: str) -> str:
 
 def main(argv=None) -> int:
     """Entry point of ``ros2 run focus_ros angular_velocity_node``."""
-    rclpy.init(args=argv if argv is not None else sys.argv)
-    node = None
-    try:
-        node = AngularVelocityNode()
-        rclpy.spin(node)
-    except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
-        pass
-    except (ValueError, FileNotFoundError) as error:
-        print(f"angular_velocity_node: error: {error}", file=sys.stderr)
-        return 1
-    finally:
-        if node is not None:
-            node.stop()
-            node.destroy_node()
-        if rclpy.ok():
-            rclpy.try_shutdown()
-    return 0
+    return run_node("angular_velocity_node", AngularVelocityNode, rclpy.spin, argv)
 
 
 if __name__ == "__main__":

@@ -25,16 +25,16 @@ import time
 from bisect import bisect_right
 from pathlib import Path
 
-import numpy as np
 import rclpy
+import rclpy.executors
 from geometry_msgs.msg import TwistStamped
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 from rclpy.node import Node
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
-from focus_ros import transport
 from focus_ros.events import NANOSECONDS_PER_SECOND
 from focus_ros.sources import bags
+from focus_ros.ros.entry_point import run_node
 from focus_ros.sources.errors import BagError
 
 EVENT_TYPES = {"dvs_msgs/msg/EventArray", "event_camera_msgs/msg/EventPacket"}
@@ -156,25 +156,13 @@ class BagReplayer(Node):
 
 def main(argv=None) -> int:
     """Entry point of ``ros2 run focus_ros replay_node``."""
-    rclpy.init(args=argv if argv is not None else sys.argv)
-    node = None
-    try:
-        node = BagReplayer()
+    def play(node: BagReplayer) -> None:
         executor = rclpy.executors.SingleThreadedExecutor()
         executor.add_node(node)
         node.play(executor)
         node.get_logger().info(f"done: {node.published_messages} messages, {node.published_events} events")
-    except KeyboardInterrupt:
-        pass
-    except (BagError, ValueError, FileNotFoundError) as error:
-        print(f"replay_node: error: {error}", file=sys.stderr)
-        return 1
-    finally:
-        if node is not None:
-            node.destroy_node()
-        if rclpy.ok():
-            rclpy.try_shutdown()
-    return 0
+
+    return run_node("replay_node", BagReplayer, play, argv)
 
 
 if __name__ == "__main__":

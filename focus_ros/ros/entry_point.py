@@ -1,0 +1,36 @@
+"""What every focus_ros node executable does around its node: init, run, one-line errors, shutdown."""
+
+from __future__ import annotations
+
+import sys
+from typing import Callable
+
+import rclpy
+import rclpy.executors
+
+
+def run_node(name: str, make_node: Callable, run: Callable, argv=None) -> int:
+    """``ros2 run focus_ros <name>``: build the node, run it, shut down cleanly.
+
+    make_node() -> node; run(node) blocks until done (Ctrl-C / shutdown end it quietly).
+    A configuration error (ValueError, FileNotFoundError: a bad parameter, a missing bag)
+    is printed as one line, exit code 1, no traceback. ``node.stop()`` is called if present.
+    """
+    rclpy.init(args=argv if argv is not None else sys.argv)
+    node = None
+    try:
+        node = make_node()
+        run(node)
+    except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
+        pass
+    except (ValueError, FileNotFoundError) as error:
+        print(f"{name}: error: {error}", file=sys.stderr)
+        return 1
+    finally:
+        if node is not None:
+            if hasattr(node, "stop"):
+                node.stop()
+            node.destroy_node()
+        if rclpy.ok():
+            rclpy.try_shutdown()
+    return 0
