@@ -9,6 +9,14 @@
 - the timestamp image of the "mean timestamp on pixel" loss:
   ``T(x) = sum_k tau_k K(x - x'_k)`` with tau_k = t_k - t_window_start (s).
 
+Optional IWE smoothing (``blur_sigma_px`` of ``focus_ros.objective.Objective``): the
+bilinear IWE convolved with a separable, truncated, unit-sum Gaussian of standard deviation
+sigma px (``gaussian_blur_kernel``, ``blur_image``), with zero padding at the border. This
+is the paper's smooth Dirac delta (Sec. 2, Gaussian of epsilon = 1 px) built as "bilinear
+voting, then a blur" instead of a Gaussian per event: one image-space filter (about
+80 µs on 240x180 px) instead of 7x7 taps per event. With zero padding and a symmetric
+kernel the blur matrix is symmetric, so the adjoint of the blur is the blur itself.
+
 An event is kept when its warped position lies inside the grid of pixel centres,
 ``0 <= x' <= width - 1`` and ``0 <= y' <= height - 1``; other events are dropped (no
 votes) and counted. Pixel (x, y) is image[y, x]; pixel centres sit at integer coordinates.
@@ -31,6 +39,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import cv2
 import numba
 import numpy as np
 
@@ -335,6 +344,30 @@ def gather_gaussian_points(warped_x, warped_y, kept, weights, plane_offset, widt
         else:
             d_x[k] = along_x
             d_y[k] = along_y
+
+
+# ---------------------------------------------------------------- image blur (IWE smoothing)
+
+
+def gaussian_blur_kernel(sigma_px: float) -> np.ndarray:
+    """1-D taps of a Gaussian of standard deviation sigma_px (px) sampled at integer offsets
+    -r..r, r = ceil(GAUSSIAN_TRUNCATION * sigma), normalised to unit sum (float64, (2r+1,))."""
+    if not (math.isfinite(sigma_px) and sigma_px > 0):
+        raise ValueError(f"blur sigma must be a positive number of pixels, got {sigma_px}")
+    radius = int(math.ceil(GAUSSIAN_TRUNCATION * sigma_px))
+    offsets = np.arange(-radius, radius + 1, dtype=np.float64)
+    taps = np.exp(-0.5 * (offsets / sigma_px) ** 2)
+    return taps / taps.sum()
+
+
+def blur_image(image: np.ndarray, kernel: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """out = image convolved with ``kernel`` along x and along y (separable), zero padding
+    outside the image (float64, (height, width)). Symmetric kernel + zero padding: the
+    operator is its own adjoint, so the same call blurs the loss's gradient image."""
+    result = cv2.sepFilter2D(image, cv2.CV_64F, kernel, kernel, dst=out, borderType=cv2.BORDER_CONSTANT)
+    if not np.shares_memory(result, out):  # OpenCV reallocated (out not contiguous float64)
+        out[...] = result
+    return out
 
 
 @dataclass

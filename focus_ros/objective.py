@@ -12,6 +12,12 @@ For a window of events and parameters theta (angular velocity rad/s, or flow px/
    ``df/dtheta = sum_k (d_x, d_y)_k . dx'_k/dtheta``, the paper's supplementary eq.
    (DerivIWE) contracted with G, for any loss, at the cost of about one more IWE.
 
+IWE blur (``blur_sigma_px`` > 0): the voted planes are blurred by a separable Gaussian
+(``focus_ros.iwe.blur_image``, zero padding) before the loss, I_blur = B I: the paper's
+Gaussian Dirac approximation (Sec. 2, epsilon = 1 px) at the cost of two image filters per
+evaluation. B is symmetric, so the chain rule df/dI = B (df/dI_blur) blurs the loss's
+gradient images with the same filter before the adjoint pass.
+
 Polarity split: losses that need a count image (their ``polarity_modes`` lack "with",
 e.g. the image area, Eq. (8)) are evaluated "with polarity" as the paper's footnote on the
 area (Supp. Sec. B) defines it: on the count image of the positive events and on that of
@@ -26,13 +32,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import math
+
 import numba
 import numpy as np
 
 from focus_ros.camera import Calibration
 from focus_ros.events import NANOSECONDS_PER_SECOND, Events
-from focus_ros.iwe import (BILINEAR, KERNELS, WarpedEventImage, bilinear_cells, gather_bilinear_cells,
-                           gather_gaussian_points, gaussian_scratch_size, vote_bilinear_cells, vote_gaussian_points)
+from focus_ros.iwe import (BILINEAR, KERNELS, WarpedEventImage, bilinear_cells, blur_image, gather_bilinear_cells,
+                           gather_gaussian_points, gaussian_blur_kernel, gaussian_scratch_size, vote_bilinear_cells,
+                           vote_gaussian_points)
 from focus_ros.warps import KERNEL_OPTIONS, PARAMETER_COUNT, WARP_MODELS, warp_gradient, warp_points
 
 
@@ -97,16 +106,20 @@ class Objective:
     use_polarity: b_k = p_k (True) or 1 (False); for a counts-only loss, True means the
     polarity split (module docstring). Losses using timestamps get the count image
     without polarity, whatever ``use_polarity`` says.
+    blur_sigma_px: standard deviation (px) of the Gaussian blur of the IWE before the loss
+    (module docstring); 0 = no blur.
     """
 
     def __init__(self, calibration: Calibration, loss, warp: str = "exact", kernel: str = "bilinear",
-                 sigma: float = 1.0, use_polarity: bool = True, loss_options=None):
+                 sigma: float = 1.0, use_polarity: bool = True, loss_options=None, blur_sigma_px: float = 0.0):
         if warp not in WARP_MODELS:
             raise ValueError(f"unknown warp '{warp}': choose one of {', '.join(WARP_MODELS)}")
         if kernel not in KERNELS:
             raise ValueError(f"unknown IWE kernel '{kernel}': choose one of {', '.join(KERNELS)}")
         if not sigma > 0:
             raise ValueError(f"Gaussian sigma must be positive (px), got {sigma}")
+        if not (math.isfinite(blur_sigma_px) and blur_sigma_px >= 0):
+            raise ValueError(f"IWE blur sigma must be >= 0 px (0 = no blur), got {blur_sigma_px}")
         self.calibration = calibration
         self.loss = loss
         self.loss_options = loss_options
@@ -124,9 +137,19 @@ class Objective:
         self.width = calibration.width
         self.height = calibration.height
         planes = 2 if self.split_polarity else 1
-        self._images = np.zeros((planes, self.height, self.width))
-        self._timestamp_images = np.zeros_like(self._images) if self.uses_timestamps else None
-        self._cotangents = np.zeros_like(self._images) if planes > 1 else None
+        self.blur_sigma_px = float(blur_sigma_px)
+        self._blur_kernel = gaussian_blur_kernel(self.blur_sigma_px) if self.blur_sigma_px > 0 else None
+        #: the voted planes (warped events only); the loss sees ``_images`` (= votes, or blurred votes)
+        self._votes = np.zeros((planes, self.height, self.width))
+        self._timestamp_votes = np.zeros_like(self._votes) if self.uses_timestamps else None
+        if self._blur_kernel is None:
+            self._images, self._timestamp_images = self._votes, self._timestamp_votes
+        else:
+            self._images = np.zeros_like(self._votes)
+            self._timestamp_images = np.zeros_like(self._votes) if self.uses_timestamps else None
+        self._cotangents = np.zeros_like(self._votes) if planes > 1 or self._blur_kernel is not None else None
+        self._timestamp_cotangent = (np.zeros((self.height, self.width))
+                                     if self.uses_timestamps and self._blur_kernel is not None else None)
         self._scratch = np.empty((4, gaussian_scratch_size(self.sigma)))
         self._theta = np.zeros(3)
         self._gradient = np.zeros(3)
@@ -187,10 +210,10 @@ class Objective:
         calibration = self.calibration
         warp_points(self.model, self.bearing_x, self.bearing_y, self.dt, self._theta, calibration.fx,
                     calibration.fy, calibration.cx, calibration.cy, self._warped_x, self._warped_y, self.dt_bound)
-        self._images.fill(0.0)
-        images = self._images.reshape(-1)
+        self._votes.fill(0.0)
+        images = self._votes.reshape(-1)
         if self.uses_timestamps:
-            self._timestamp_images.fill(0.0)
+            self._timestamp_votes.fill(0.0)
         if self.kernel == BILINEAR:
             kept = bilinear_cells(self._warped_x, self._warped_y, self.width, self.height, self._cell,
                                   self._fraction_x, self._fraction_y, self._kept)
@@ -198,31 +221,57 @@ class Objective:
                                 self.plane_offset, self.width, images)
             if self.uses_timestamps:
                 vote_bilinear_cells(self._cell, self._fraction_x, self._fraction_y, self._kept, self.timestamps,
-                                    self.plane_offset, self.width, self._timestamp_images.reshape(-1))
+                                    self.plane_offset, self.width, self._timestamp_votes.reshape(-1))
         else:
             kept = vote_gaussian_points(self._warped_x, self._warped_y, self.weights, self.plane_offset,
                                         self.width, self.height, self.sigma, images, self._kept, self._scratch)
             if self.uses_timestamps:
                 vote_gaussian_points(self._warped_x, self._warped_y, self.timestamps, self.plane_offset,
-                                     self.width, self.height, self.sigma, self._timestamp_images.reshape(-1),
+                                     self.width, self.height, self.sigma, self._timestamp_votes.reshape(-1),
                                      self._kept, self._scratch)
+        if self._blur_kernel is not None:
+            for plane in range(self._votes.shape[0]):
+                blur_image(self._votes[plane], self._blur_kernel, self._images[plane])
+            if self.uses_timestamps:
+                blur_image(self._timestamp_votes[0], self._blur_kernel, self._timestamp_images[0])
         return int(kept)
 
     def _loss(self):
-        """(value, df/dI flat, df/dT flat or None) summed over the image planes."""
+        """(value, df/dvotes flat, df/dtimestamp-votes flat or None) summed over the image
+        planes: the loss's gradient images, blurred when the IWE is (chain rule, B = B^T)."""
+        blur = self._blur_kernel
         if not self.split_polarity:
             value, grad_image, grad_timestamp_image = self.loss.evaluate(
                 self._images[0], self.loss_options,
                 self._timestamp_images[0] if self.uses_timestamps else None)
-            grad_timestamp_image = (None if grad_timestamp_image is None
-                                    else np.ascontiguousarray(grad_timestamp_image, dtype=np.float64).reshape(-1))
-            return value, np.ascontiguousarray(grad_image, dtype=np.float64).reshape(-1), grad_timestamp_image
+            grad_image = np.ascontiguousarray(grad_image, dtype=np.float64)
+            if blur is not None:
+                grad_image = blur_image(grad_image, blur, self._cotangents[0])
+            if grad_timestamp_image is not None:
+                grad_timestamp_image = np.ascontiguousarray(grad_timestamp_image, dtype=np.float64)
+                if blur is not None:
+                    grad_timestamp_image = blur_image(grad_timestamp_image, blur, self._timestamp_cotangent)
+                grad_timestamp_image = grad_timestamp_image.reshape(-1)
+            return value, grad_image.reshape(-1), grad_timestamp_image
         value = 0.0
         for plane in range(self._images.shape[0]):
             plane_value, grad_image, _ = self.loss.evaluate(self._images[plane], self.loss_options, None)
             value += plane_value
-            self._cotangents[plane] = grad_image
+            if blur is not None:
+                blur_image(np.ascontiguousarray(grad_image, dtype=np.float64), blur, self._cotangents[plane])
+            else:
+                self._cotangents[plane] = grad_image
         return value, self._cotangents.reshape(-1), None
+
+    def evaluate_loss(self) -> float:
+        """The loss alone (value and its image gradients) on the images of the last evaluation,
+        as the objective computes it: summed over the polarity planes when split, without the
+        blur of the gradient images. For timing the loss step; returns the value."""
+        if not self.split_polarity:
+            value, _, _ = self.loss.evaluate(self._images[0], self.loss_options,
+                                             self._timestamp_images[0] if self.uses_timestamps else None)
+            return value
+        return sum(self.loss.evaluate(plane, self.loss_options, None)[0] for plane in self._images)
 
     def _gather(self, cotangent, weights, add: bool) -> None:
         """(d_x, d_y)_k (+)= weights_k * d/dx'_k sum_x cotangent(x) K(x - x'_k)."""
@@ -255,7 +304,8 @@ class Objective:
         return self.evaluate(theta, with_gradient=False).value
 
     def image(self, theta) -> WarpedEventImage:
-        """The IWE (and timestamp image) at theta, as copies. With the polarity split,
+        """The IWE (and timestamp image) at theta, as copies (blurred when ``blur_sigma_px`` > 0:
+        the images the loss sees). With the polarity split,
         ``image`` is the positive minus the negative count image (the IWE with polarity)
         and ``polarity_images`` holds both."""
         kept = self._forward(theta)

@@ -21,6 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from focus_ros.cli import UserError
+from focus_ros.estimators.angular_velocity import DEFAULT_BLUR_SIGMA_PX
+from focus_ros.optimize import OPTIMIZERS
 from focus_ros.events import NANOSECONDS_PER_SECOND
 
 DEFAULT_PLOT_LOSSES = ("gradient_magnitude", "variance")
@@ -104,7 +106,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="window reference time (default middle)")
     parser.add_argument("--kernel", choices=("bilinear", "gaussian"), default="bilinear")
     parser.add_argument("--warp", choices=("exact", "small_angle"), default="exact")
-    parser.add_argument("--optimizer", choices=("cg", "lbfgs"), default="cg")
+    parser.add_argument("--optimizer", choices=tuple(OPTIMIZERS), default="cg",
+                        help="cg: Fletcher-Reeves conjugate gradient (the paper's, default); bfgs; lbfgs")
+    parser.add_argument("--blur-sigma", type=float, default=DEFAULT_BLUR_SIGMA_PX, metavar="PX",
+                        help="Gaussian blur of the IWE before the loss, standard deviation in px "
+                             f"(the paper's smooth Dirac delta; 0 = off; default {DEFAULT_BLUR_SIGMA_PX:g})")
     parser.add_argument("--workers", type=int, help="processes (default: all cores)")
     parser.add_argument("--plot-losses", default=",".join(DEFAULT_PLOT_LOSSES),
                         help="losses to plot (comma-separated; 'none' for no plots)")
@@ -145,6 +151,8 @@ def run(args) -> int:
         raise UserError(f"--workers must be positive, got {args.workers}")
     if not args.box_interval > 0:
         raise UserError(f"--box-interval must be positive (s), got {args.box_interval}")
+    if not (np.isfinite(args.blur_sigma) and args.blur_sigma >= 0):
+        raise UserError(f"--blur-sigma must be >= 0 px (0 = no blur), got {args.blur_sigma}")
     jobs = runner.plan_jobs(losses, modes)
     started = time.perf_counter()
     recording, simulated, description = load_source(args)
@@ -156,7 +164,8 @@ def run(args) -> int:
     if len(windows) == 0:
         raise UserError(f"no complete window of {args.window_events} events in the selected range "
                         f"({len(events)} events)")
-    options = runner.EstimatorOptions(kernel=args.kernel, t_ref=args.t_ref, warp=args.warp, optimizer=args.optimizer)
+    options = runner.EstimatorOptions(kernel=args.kernel, t_ref=args.t_ref, warp=args.warp, optimizer=args.optimizer,
+                                      blur_sigma_px=args.blur_sigma)
     output = args.output
     report = runner.run_jobs(jobs, events, recording.calibration, windows, options, output, args.workers,
                              show_progress=not args.quiet)
@@ -207,7 +216,8 @@ def _header(args, description, events, windows, comparison, has_ground_truth, re
     lines = [f"# Focus-loss evaluation: {description}", "",
              f"- windows: {len(windows)} of {args.window_events} events (every {args.every}), "
              f"{t_first / 1e9:.3f}-{t_last / 1e9:.3f} s; t_ref = {args.t_ref}; warp {args.warp}; "
-             f"{args.kernel} IWE; optimizer {args.optimizer}",
+             f"{args.kernel} IWE" + (f" blurred by a Gaussian of {args.blur_sigma:g} px" if args.blur_sigma else "")
+             + f"; optimizer {args.optimizer}",
              f"- compared with: {comparison.description}",
              f"- peak |ω| component over the windows: {comparison.peak_deg_s:.1f} deg/s"]
     if comparison.alignment is not None:

@@ -19,6 +19,9 @@ from focus_ros.iwe import KERNELS
 from focus_ros.objective import Objective, supported_polarity_modes
 from focus_ros.optimize import OPTIMIZERS, OptimizerSettings, minimize
 
+#: standard deviation (px) of the IWE blur by default (AngularVelocitySettings.blur_sigma_px)
+DEFAULT_BLUR_SIGMA_PX = 0.0
+
 #: reference-time choices: the window's first event, the middle of its span, its last event
 T_REF_CHOICES = ("start", "middle", "end")
 ROTATION_WARPS = ("exact", "small_angle")
@@ -49,6 +52,7 @@ class AngularVelocitySettings:
     min_events: int = 100
     gap_reset_windows: float = 10.0
     loss_options: object = None
+    blur_sigma_px: float = DEFAULT_BLUR_SIGMA_PX
 
 
 @dataclass
@@ -135,7 +139,7 @@ class AngularVelocityEstimator:
             raise ValueError(f"loss '{self.loss.name}' works only {' or '.join(modes)} polarity, not {mode}")
         self.objective = Objective(calibration, self.loss, warp=settings.warp, kernel=settings.kernel,
                                    sigma=settings.sigma, use_polarity=settings.use_polarity,
-                                   loss_options=settings.loss_options)
+                                   loss_options=settings.loss_options, blur_sigma_px=settings.blur_sigma_px)
         self.reset()
 
     def reset(self) -> None:

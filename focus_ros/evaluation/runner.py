@@ -45,6 +45,7 @@ class EstimatorOptions:
     t_ref: str = "middle"
     warp: str = "exact"
     optimizer: str = "cg"
+    blur_sigma_px: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -79,8 +80,10 @@ class JobResult:
 def plan_jobs(losses, polarity_modes=POLARITY_MODES) -> list[Job]:
     """Jobs for each loss and polarity mode, marking the combinations the paper leaves as '-':
     MAV / local MAV without polarity, mean timestamp with polarity (degenerate), and losses
-    defined only on count images with polarity (unsupported)."""
+    defined only on count images with polarity (unsupported) unless the objective splits them
+    per polarity (``focus_ros.objective.supported_polarity_modes``: the areas)."""
     from focus_ros.losses import LOSSES, get_loss
+    from focus_ros.objective import supported_polarity_modes
 
     jobs = []
     for name in losses:
@@ -94,9 +97,9 @@ def plan_jobs(losses, polarity_modes=POLARITY_MODES) -> list[Job]:
                 jobs.append(Job(name, mode, "degenerate", "without polarity the IWE sums to the event count"))
             elif mode == "with" and loss.uses_timestamps:
                 jobs.append(Job(name, mode, "degenerate", "the mean timestamp uses the count image only"))
-            elif mode not in loss.polarity_modes:
-                jobs.append(Job(name, mode, "unsupported",
-                                f"loss works only {' or '.join(loss.polarity_modes)} polarity"))
+            elif mode not in supported_polarity_modes(loss):
+                modes = supported_polarity_modes(loss)
+                jobs.append(Job(name, mode, "unsupported", f"loss works only {' or '.join(modes)} polarity"))
             else:
                 jobs.append(Job(name, mode))
     return jobs
@@ -199,14 +202,16 @@ def _median_microseconds(function: Callable[[], object], repeats: int) -> float:
 def _time_evaluations(estimator, events: Events, windows: np.ndarray, omegas: np.ndarray,
                       timing_windows: int, repeats: int) -> tuple[float, float]:
     """Median µs of one value+gradient evaluation of the objective at the estimate, and of the
-    loss alone on the IWE there, over up to timing_windows windows spread over the sequence."""
+    loss alone there (value and image gradients, through the objective's own loss step: both
+    polarity planes when the loss is split per polarity, without the blur of its gradient),
+    over up to timing_windows windows spread over the sequence."""
     from focus_ros.estimators.angular_velocity import reference_time_ns
 
     usable = [i for i in range(len(windows)) if np.all(np.isfinite(omegas[i]))]
     if not usable or timing_windows <= 0:
         return float("nan"), float("nan")
     picks = [usable[int(k)] for k in np.linspace(0, len(usable) - 1, min(timing_windows, len(usable)))]
-    objective, loss = estimator.objective, estimator.loss
+    objective = estimator.objective
     whole, alone = [], []
     for index in picks:
         start, end = windows[index]
@@ -215,10 +220,8 @@ def _time_evaluations(estimator, events: Events, windows: np.ndarray, omegas: np
         omega = omegas[index]
         objective.evaluate(omega)  # warm caches
         whole.append(_median_microseconds(lambda: objective.evaluate(omega), repeats))
-        image = objective.image(omega)
-        timestamps = image.timestamp_image if loss.uses_timestamps else None
-        alone.append(_median_microseconds(
-            lambda: loss.evaluate(image.image, objective.loss_options, timestamps), repeats))
+        objective.evaluate(omega, with_gradient=False)  # the IWE planes at the estimate
+        alone.append(_median_microseconds(objective.evaluate_loss, repeats))
     return float(np.median(whole)), float(np.median(alone))
 
 
@@ -235,7 +238,7 @@ def run_job(job: Job, events: Events, calibration: Calibration, windows: np.ndar
 
     settings = AngularVelocitySettings(loss=job.loss, use_polarity=job.polarity == "with", kernel=options.kernel,
                                        sigma=options.sigma, t_ref=options.t_ref, warp=options.warp,
-                                       optimizer=options.optimizer)
+                                       optimizer=options.optimizer, blur_sigma_px=options.blur_sigma_px)
     estimator = AngularVelocityEstimator(calibration, settings)
     started = time.perf_counter()
     records, omegas = [], np.full((len(windows), 3), np.nan)
