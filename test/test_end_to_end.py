@@ -17,6 +17,7 @@ import pytest
 rclpy = pytest.importorskip("rclpy")
 pytest.importorskip("dvs_msgs.msg", reason="interface packages not built: run `make setup`")
 
+from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
 from geometry_msgs.msg import TwistStamped  # noqa: E402
 
 from conftest import REPOSITORY_ROOT  # noqa: E402
@@ -55,6 +56,11 @@ def replay_through_node(bag, recording, env, collector, executor, tmp_path):
                         str(REPOSITORY_ROOT / "config" / "davis240c.yaml"), "-r", "events:=/dvs/events",
                         "-p", "qos_reliability:=reliable", "-p", "queue_policy:=all"],
                        env, tmp_path / "node.log")
+    # start the bag once the node's reports reach this test: discovery in both directions is
+    # done, so no estimate goes out before this collector is matched
+    reports = []
+    collector.create_subscription(DiagnosticArray, "/diagnostics", reports.append, 10)
+    assert spin_until(executor, lambda: reports, 30.0), node.log()
     replay = NodeProcess([executable("focus-ros"), "replay", str(bag), "--paced"], env, tmp_path / "replay.log")
     try:
         spin_until(executor, lambda: not replay.alive(), 240.0)  # collect while the bag plays
