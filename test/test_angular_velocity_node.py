@@ -43,6 +43,8 @@ def ros(tmp_path, monkeypatch):
 
 def _ros_session(env, node, executor, tmp_path):
     processes = []
+    reports = []
+    node.create_subscription(DiagnosticArray, "/diagnostics", reports.append, 10)
 
     class Ros:
         def __init__(self):
@@ -55,6 +57,8 @@ def _ros_session(env, node, executor, tmp_path):
             command = [executable(name), "--ros-args", "--params-file", str(params_file), *qos, *ros_args]
             process = NodeProcess(command, env, tmp_path / f"{name}_{len(processes)}.log")
             processes.append(process)
+            # the node's first report reaching this test means discovery is done both ways
+            assert spin_until(executor, lambda: reports, 30.0), process.log()
             return process
 
         def collect(self, message_type, topic):
