@@ -3,7 +3,8 @@
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/bench_engine.py
 
 Prints Markdown tables: microseconds per value+gradient (and value only) for every loss
-in its usual polarity mode, plus the area losses with polarity (polarity split); the
+in its usual polarity mode, plus the area losses with polarity (polarity split), with the
+bilinear IWE unblurred, blurred (IWE blur sigma = 1 px) and with the Gaussian kernel; the
 variance's time per stage; evaluations / milliseconds per window for each optimizer:
 cold (from 0), warm at the optimum (the previous estimate on the same events: the least
 work possible) and warm 0.3 rad/s off the optimum (median over 6 directions: a window
@@ -55,8 +56,9 @@ def main() -> None:
     events = Events.from_arrays(table[:, 1], table[:, 2], np.round(table[:, 0] * 1e9).astype(np.int64), table[:, 3])
     calibration = Calibration.from_ecd_calib(SLICE / "calib.txt")
     print(f"# Engine benchmark: {len(events)} events, boxes_rotation, one thread\n")
-    print("| loss | polarity | value+gradient µs (bilinear, exact) | value only µs | value+gradient µs (Gaussian σ=1) |")
-    print("|---|---|---|---|---|")
+    print("| loss | polarity | value+gradient µs (bilinear, exact) | value only µs | value+gradient µs "
+          "(bilinear + blur σ=1) | value+gradient µs (Gaussian σ=1) |")
+    print("|---|---|---|---|---|---|")
     rows = []
     for name in LOSSES:
         loss = get_loss(name)
@@ -67,20 +69,21 @@ def main() -> None:
     for name, polarity in rows:
         loss = get_loss(name)
         row = []
-        for kernel in ("bilinear", "gaussian"):
-            objective = Objective(calibration, loss, kernel=kernel, use_polarity=polarity)
+        for kernel, blur in (("bilinear", 0.0), ("bilinear", 1.0), ("gaussian", 0.0)):
+            objective = Objective(calibration, loss, kernel=kernel, use_polarity=polarity, blur_sigma_px=blur)
             objective.set_events(events, int(events.t[0]))
             row.append(median_us(lambda: objective.evaluate(OMEGA)))
-            if kernel == "bilinear":
+            if kernel == "bilinear" and blur == 0.0:
                 row.append(median_us(lambda: objective.evaluate(OMEGA, with_gradient=False)))
         mode = "with (split)" if polarity and splits_polarity(loss) else ("with" if polarity else "without")
-        print(f"| {name} | {mode} | {row[0]:.0f} | {row[1]:.0f} | {row[2]:.0f} |")
+        print(f"| {name} | {mode} | {row[0]:.0f} | {row[1]:.0f} | {row[2]:.0f} | {row[3]:.0f} |")
 
     objective = Objective(calibration, get_loss("variance"), warp="small_angle", use_polarity=False)
     objective.set_events(events, int(events.t[0]))
     small = median_us(lambda: objective.evaluate(OMEGA))
     print(f"\nvariance, small-angle warp, bilinear: value+gradient {small:.0f} µs\n")
     print_stages(events, calibration)
+    print_blur_cost(events, calibration)
 
     print("\n| optimizer | start | evaluations | iterations | ms per window |")
     print("|---|---|---|---|---|")
@@ -140,6 +143,26 @@ def print_stages(events: Events, calibration: Calibration) -> None:
     print("|---|---|")
     for label, function in stages.items():
         print(f"| {label} | {median_us(function, 30):.0f} |")
+
+
+def print_blur_cost(events: Events, calibration: Calibration, repeats: int = 7) -> None:
+    """Variance value+gradient without and with the IWE blur (sigma 0.7, 1, 1.5 px), measured
+    interleaved (the same machine load for every setting); medians of ``repeats`` rounds."""
+    objectives = {}
+    for blur in (0.0, 0.7, 1.0, 1.5):
+        objective = Objective(calibration, get_loss("variance"), use_polarity=False, blur_sigma_px=blur)
+        objective.set_events(events, int(events.t[0]))
+        objectives[blur] = objective
+    samples = {blur: [] for blur in objectives}
+    for _ in range(repeats):
+        for blur, objective in objectives.items():
+            samples[blur].append(median_us(lambda: objective.evaluate(OMEGA), 15))
+    base = float(np.median(samples[0.0]))
+    print("\n| variance value+gradient | µs | added by the blur µs |")
+    print("|---|---|---|")
+    for blur, times in samples.items():
+        label = "no blur" if blur == 0.0 else f"IWE blur σ={blur:g} px"
+        print(f"| {label} | {np.median(times):.0f} | {np.median(times) - base:+.0f} |")
 
 
 if __name__ == "__main__":

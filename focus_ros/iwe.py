@@ -14,7 +14,7 @@ bilinear IWE convolved with a separable, truncated, unit-sum Gaussian of standar
 sigma px (``gaussian_blur_kernel``, ``blur_image``), with zero padding at the border. This
 is the paper's smooth Dirac delta (Sec. 2, Gaussian of epsilon = 1 px) built as "bilinear
 voting, then a blur" instead of a Gaussian per event: one image-space filter (about
-80 µs on 240x180 px) instead of 7x7 taps per event. With zero padding and a symmetric
+60 µs on 240x180 px at sigma = 1) instead of 7x7 taps per event. With zero padding and a symmetric
 kernel the blur matrix is symmetric, so the adjoint of the blur is the blur itself.
 
 An event is kept when its warped position lies inside the grid of pixel centres,
@@ -349,12 +349,18 @@ def gather_gaussian_points(warped_x, warped_y, kept, weights, plane_offset, widt
 # ---------------------------------------------------------------- image blur (IWE smoothing)
 
 
+#: radius of the IWE blur's taps in standard deviations: sigma = 1 px gives 5 taps per axis.
+#: The taps at 3 sigma that a 3-sigma truncation would add hold 0.9 % of the weight; leaving
+#: them out makes each of the two blurs of an evaluation ~25 % cheaper (57 vs 76 µs on 240x180).
+BLUR_TRUNCATION = 2.0
+
+
 def gaussian_blur_kernel(sigma_px: float) -> np.ndarray:
     """1-D taps of a Gaussian of standard deviation sigma_px (px) sampled at integer offsets
-    -r..r, r = ceil(GAUSSIAN_TRUNCATION * sigma), normalised to unit sum (float64, (2r+1,))."""
+    -r..r, r = ceil(BLUR_TRUNCATION * sigma), normalised to unit sum (float64, (2r+1,))."""
     if not (math.isfinite(sigma_px) and sigma_px > 0):
         raise ValueError(f"blur sigma must be a positive number of pixels, got {sigma_px}")
-    radius = int(math.ceil(GAUSSIAN_TRUNCATION * sigma_px))
+    radius = int(math.ceil(BLUR_TRUNCATION * sigma_px))
     offsets = np.arange(-radius, radius + 1, dtype=np.float64)
     taps = np.exp(-0.5 * (offsets / sigma_px) ** 2)
     return taps / taps.sum()

@@ -80,3 +80,21 @@ def test_bag_gives_the_same_estimates_as_the_folder(sequence, tmp_path):
     assert outputs["folder"].count("\n") >= 3
     assert outputs["ros1"] == outputs["folder"]
     assert outputs["ros2"] == outputs["folder"]
+
+
+def test_optimizer_and_blur_options(sequence, tmp_path, capsys):
+    """Every optimizer of focus_ros.optimize is offered (bfgs included); --blur-sigma 0 and 1
+    both find the reference peak from a cold start, and a negative sigma is refused."""
+    estimates = {}
+    for optimizer, blur in (("bfgs", "1"), ("cg", "0"), ("cg", "1")):
+        output = tmp_path / f"{optimizer}_{blur}.csv"
+        assert main(["estimate", str(sequence), "-o", str(output), "--max-windows", "1", "--t-ref", "start",
+                     "--optimizer", optimizer, "--blur-sigma", blur, "--quiet"]) == 0
+        with open(output) as handle:
+            row = list(csv.DictReader(handle))[0]
+        estimates[optimizer, blur] = np.array([float(row[key]) for key in ("wx", "wy", "wz")])
+        assert np.all(np.abs(estimates[optimizer, blur] - [3.576, 3.945, -1.754]) < 0.5)
+    assert not np.array_equal(estimates["cg", "0"], estimates["cg", "1"])  # the option reaches the objective
+    assert main(["estimate", str(sequence), "--blur-sigma", "-0.5", "--quiet"]) == 1
+    error = capsys.readouterr().err.strip()
+    assert "--blur-sigma must be >= 0" in error and len(error.splitlines()) == 1

@@ -185,6 +185,31 @@ def test_jobs_mark_the_papers_dash_combinations():
         runner.plan_jobs(["sharpness"])
 
 
+def test_area_with_polarity_is_a_job_and_its_loss_is_timed(tmp_path):
+    """The engine evaluates the area with polarity (sum over the positive and the negative
+    count images): planned as a runnable job, run, and its loss step timed (the signed IWE
+    would make the counts-only area raise)."""
+    jobs = {job.name: job for job in runner.plan_jobs(["area_exponential", "mean_timestamp"])}
+    assert jobs["area_exponential__with"].status == "ok"
+    assert jobs["area_exponential__without"].status == "ok"
+    assert jobs["mean_timestamp__with"].status == "degenerate"
+    from focus_ros.sources.simulator import simulate_preset
+    recording = simulate_preset("rotation_short", None, 0, end_s=0.3)
+    windows = runner.build_windows(recording.events.t, 20_000, max_windows=2)
+    assert len(windows) == 2
+    job = jobs["area_exponential__with"]
+    options = runner.EstimatorOptions(blur_sigma_px=1.0)
+    fingerprint = runner.job_fingerprint(job, windows, options, runner.event_summary(recording.events))
+    runner.run_job(job, recording.events, recording.calibration, windows, options, tmp_path, fingerprint,
+                   timing_windows=1, timing_repeats=3)
+    result = runner.read_job_result(tmp_path, job)
+    assert not result.degenerate.any()
+    assert result.us_per_loss_evaluation > 0 and result.us_per_evaluation > result.us_per_loss_evaluation
+    # the blur is part of the fingerprint: another sigma is another run
+    assert fingerprint != runner.job_fingerprint(job, windows, runner.EstimatorOptions(blur_sigma_px=0.0),
+                                                 runner.event_summary(recording.events))
+
+
 # ---------------------------------------------------------------------------- focus-ros evaluate
 
 
@@ -289,3 +314,5 @@ def test_evaluate_rejects_bad_options(tmp_path, capsys):
     assert "give a sequence path or --simulate" in capsys.readouterr().err
     assert main(["evaluate", str(tmp_path / "missing"), "-o", str(tmp_path)]) == 1
     assert "sequence not found" in capsys.readouterr().err
+    assert main(["evaluate", *SIMULATION, "-o", str(tmp_path), "--blur-sigma", "-1"]) == 1
+    assert "--blur-sigma must be >= 0" in capsys.readouterr().err

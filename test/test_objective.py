@@ -173,9 +173,10 @@ def test_blurred_objective_gradient_matches_finite_differences(boxes, name, pola
 
 
 def reference_blur(image: np.ndarray, sigma: float) -> np.ndarray:
-    """Direct 2-D sum: out(y, x) = sum over pixels (v, u) within 3 sigma of (y, x) of
-    image(v, u) g(y - v) g(x - u), g the unit-sum Gaussian taps; outside pixels are 0."""
-    radius = int(np.ceil(3 * sigma))
+    """Direct 2-D sum: out(y, x) = sum over pixels (v, u) within 2 sigma of (y, x) (the
+    documented truncation) of image(v, u) g(y - v) g(x - u), g the unit-sum Gaussian taps;
+    outside pixels are 0."""
+    radius = int(np.ceil(2 * sigma))
     offsets = np.arange(-radius, radius + 1)
     taps = np.exp(-offsets ** 2 / (2 * sigma ** 2))
     taps /= taps.sum()
@@ -218,12 +219,27 @@ def test_blur_is_self_adjoint_with_zero_padding():
 
 def test_blur_kernel_and_bad_sigma():
     kernel = gaussian_blur_kernel(1.0)
-    assert len(kernel) == 7 and kernel.sum() == pytest.approx(1.0, abs=1e-15)
-    assert np.allclose(kernel, kernel[::-1]) and kernel[3] == kernel.max()
-    assert kernel[4] / kernel[3] == pytest.approx(np.exp(-0.5))
+    assert len(kernel) == 5 and kernel.sum() == pytest.approx(1.0, abs=1e-15)
+    assert np.allclose(kernel, kernel[::-1]) and kernel[2] == kernel.max()
+    assert kernel[3] / kernel[2] == pytest.approx(np.exp(-0.5))
+    assert kernel[4] / kernel[2] == pytest.approx(np.exp(-2.0))
+    assert len(gaussian_blur_kernel(1.5)) == 7
     with pytest.raises(ValueError, match="blur sigma"):
         gaussian_blur_kernel(0.0)
     with pytest.raises(ValueError, match="IWE blur sigma must be >= 0"):
         Objective(Calibration.davis240c(), get_loss("variance"), blur_sigma_px=-1.0)
     with pytest.raises(ValueError, match="IWE blur sigma must be >= 0"):
         Objective(Calibration.davis240c(), get_loss("variance"), blur_sigma_px=float("nan"))
+
+
+@pytest.mark.parametrize("name, polarity, blur", [("area_exponential", True, 0.0), ("variance", True, 1.0),
+                                                  ("mean_timestamp", False, 1.0)])
+def test_loss_step_alone_gives_the_objective_value(boxes, name, polarity, blur):
+    """``evaluate_loss`` (the loss step the evaluation times) on the planes of the last
+    evaluation: the same value as the objective, polarity split and blur included."""
+    events, calibration = boxes
+    objective = Objective(calibration, get_loss(name), use_polarity=polarity, blur_sigma_px=blur)
+    objective.set_events(events, int(events.t[0]))
+    value = objective.evaluate(OMEGA, with_gradient=False).value
+    assert objective.evaluate_loss() == pytest.approx(value, rel=1e-12)
+    assert objective.evaluate_loss() != pytest.approx(objective.value(np.zeros(3)), rel=1e-6)

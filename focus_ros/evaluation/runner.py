@@ -28,6 +28,7 @@ from typing import Callable
 import numpy as np
 
 from focus_ros.camera import Calibration
+from focus_ros.estimators.angular_velocity import DEFAULT_BLUR_SIGMA_PX
 from focus_ros.events import NANOSECONDS_PER_SECOND, Events
 
 POLARITY_MODES = ("without", "with")
@@ -45,7 +46,7 @@ class EstimatorOptions:
     t_ref: str = "middle"
     warp: str = "exact"
     optimizer: str = "cg"
-    blur_sigma_px: float = 0.0
+    blur_sigma_px: float = DEFAULT_BLUR_SIGMA_PX
 
 
 @dataclass(frozen=True)
