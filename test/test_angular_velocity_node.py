@@ -242,3 +242,37 @@ def test_without_camera_info_or_fallback_node_waits_then_uses_camera_info(ros, t
     publish_event_array(ros, events[10000:])
     assert spin_until(ros.executor, lambda: len(estimates) >= 2, 60.0), node.log()
     assert "using intrinsics from camera_info" in node.log()
+
+
+def test_loss_and_window_size_change_at_run_time(ros):
+    """`ros2 param set` equivalent over the node's parameter service; a bad value is refused."""
+    from rclpy.parameter import Parameter
+    from rclpy.parameter_client import AsyncParameterClient
+
+    node = ros.start("-r", "events:=/dvs/events", "-p", "camera_info_timeout_s:=0.3", "-p", "queue_policy:=all")
+    estimates = ros.collect(TwistStamped, "/angular_velocity")
+    client = AsyncParameterClient(ros.node, "angular_velocity_node")
+    assert client.wait_for_services(timeout_sec=20.0)
+
+    def set_parameters(*parameters):
+        future = client.set_parameters(list(parameters))
+        assert spin_until(ros.executor, future.done, 20.0)
+        return future.result().results
+
+    refused = set_parameters(Parameter("loss", value="sharpest_possible"))
+    assert not refused[0].successful and "variance" in refused[0].reason  # lists the valid names
+    accepted = set_parameters(Parameter("loss", value="gradient_magnitude"),
+                              Parameter("window_events", value=10000))
+    assert all(result.successful for result in accepted)
+    events = boxes_events()
+    publish_event_array(ros, events)
+    assert spin_until(ros.executor, lambda: len(estimates) >= 3, 60.0), node.log()  # 30,000 / 10,000
+    assert "estimating with loss 'gradient_magnitude'" in node.log()
+    assert "windows of 10000 events" in node.log()
+    omega = np.array([[m.twist.angular.x, m.twist.angular.y, m.twist.angular.z] for m in estimates])
+    # the node now computes what the offline estimator computes with the new settings
+    from focus_ros.estimators.angular_velocity import AngularVelocityEstimator, AngularVelocitySettings
+    offline = AngularVelocityEstimator(Calibration.davis240c(), AngularVelocitySettings(loss="gradient_magnitude"))
+    expected = np.array([offline.estimate(events[start:start + 10000]).angular_velocity
+                         for start in range(0, 30000, 10000)])
+    np.testing.assert_allclose(omega, expected, atol=1e-9)
