@@ -144,12 +144,15 @@ def test_compensated_image_is_sharper_than_uncompensated(ros):
     assert spin_until(ros.executor, lambda: before and after, 60.0), node.log()
     assert estimates
 
-    def contrast(message: Image) -> float:
+    def edge_energy(message: Image) -> float:
+        """Mean squared gray-level difference between neighbouring pixels: sharp edges score high."""
         assert message.encoding == "rgb8" and (message.height, message.width) == (180, 240)
         gray = np.frombuffer(bytes(message.data), np.uint8).reshape(180, 240, 3).astype(float).mean(axis=2)
-        return float(gray.var())
+        return float(np.mean(np.diff(gray, axis=0) ** 2) + np.mean(np.diff(gray, axis=1) ** 2))
 
-    assert contrast(after[0]) > 1.2 * contrast(before[0])
+    # both pictures share one intensity scale; compensation concentrates the events on the
+    # edges (offline, the edge energy of these pictures grows 1.6x with the default 1-px blur)
+    assert edge_energy(after[0]) > 1.3 * edge_energy(before[0])
 
 
 def test_bad_input_is_logged_once_and_good_data_still_estimated(ros):
