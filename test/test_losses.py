@@ -491,3 +491,22 @@ def test_mean_absolute_value_is_the_event_count_without_polarity():
     occupied = np.count_nonzero(image) / image.size
     expected = image.mean() - math.log(2.0) / OPTIONS.abs_sharpness_per_event * occupied
     assert value == pytest.approx(expected, rel=1e-9)
+
+
+def test_spatial_flags_follow_table_1_and_set_the_default_blur():
+    """Table 1's "Spatial?" column; spatial losses see the paper's 1-px smooth IWE by default."""
+    from focus_ros.camera import Calibration
+    from focus_ros.estimators.angular_velocity import AngularVelocityEstimator, AngularVelocitySettings
+
+    table_1_spatial = {"local_variance", "local_mean_square", "local_mean_absolute_deviation",
+                       "local_mean_absolute_value", "morans_index", "gearys_contiguity_ratio",
+                       "gradient_magnitude", "laplacian_magnitude", "hessian_magnitude",
+                       "difference_of_gaussians", "laplacian_of_gaussian", "variance_of_laplacian",
+                       "variance_of_gradient", "variance_of_squared_gradient"}
+    assert {name for name, loss in LOSSES.items() if loss.spatial} == table_1_spatial
+    calibration = Calibration.davis240c()
+    blur = {name: AngularVelocityEstimator(calibration, AngularVelocitySettings(loss=name)).objective.blur_sigma_px
+            for name in ("variance", "gradient_magnitude")}
+    assert blur == {"variance": 0.0, "gradient_magnitude": 1.0}
+    explicit = AngularVelocityEstimator(calibration, AngularVelocitySettings(loss="variance", blur_sigma_px=1.5))
+    assert explicit.objective.blur_sigma_px == 1.5

@@ -17,7 +17,6 @@ import sys
 from pathlib import Path
 
 from focus_ros.cli import UserError
-from focus_ros.estimators.angular_velocity import DEFAULT_BLUR_SIGMA_PX
 from focus_ros.optimize import OPTIMIZERS
 from focus_ros.events import NANOSECONDS_PER_SECOND
 
@@ -45,9 +44,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--warp", choices=("exact", "small_angle"), default="exact")
     parser.add_argument("--optimizer", choices=tuple(OPTIMIZERS), default="cg",
                         help="cg: Fletcher-Reeves conjugate gradient (the paper's, default); bfgs; lbfgs")
-    parser.add_argument("--blur-sigma", type=float, default=DEFAULT_BLUR_SIGMA_PX, metavar="PX",
-                        help="Gaussian blur of the IWE before the loss, standard deviation in px "
-                             f"(the paper's smooth Dirac delta; 0 = off; default {DEFAULT_BLUR_SIGMA_PX:g})")
+    parser.add_argument("--blur-sigma", type=float, default=None, metavar="PX",
+                        help="Gaussian blur of the IWE (px), the paper's smooth Dirac delta; 0 = off; "
+                             "default: 1 px for the spatial losses (Table 1), 0 for the others")
     parser.add_argument("--max-windows", type=int, default=None, help="stop after this many windows")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -72,7 +71,7 @@ def run(args) -> int:
         raise UserError(f"--window-events must be positive, got {args.window_events}")
     if args.stride is not None and args.stride <= 0:
         raise UserError(f"--stride must be positive, got {args.stride}")
-    if not (math.isfinite(args.blur_sigma) and args.blur_sigma >= 0):
+    if args.blur_sigma is not None and not (math.isfinite(args.blur_sigma) and args.blur_sigma >= 0):
         raise UserError(f"--blur-sigma must be >= 0 px (0 = no blur), got {args.blur_sigma}")
     calibration = sequence_calibration(sequence, args.calib, args.width, args.height)
     settings = AngularVelocitySettings(loss=args.loss, use_polarity=args.polarity, kernel=args.kernel,

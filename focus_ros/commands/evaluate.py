@@ -21,7 +21,6 @@ from pathlib import Path
 import numpy as np
 
 from focus_ros.cli import UserError
-from focus_ros.estimators.angular_velocity import DEFAULT_BLUR_SIGMA_PX
 from focus_ros.optimize import OPTIMIZERS
 from focus_ros.events import NANOSECONDS_PER_SECOND
 
@@ -108,9 +107,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warp", choices=("exact", "small_angle"), default="exact")
     parser.add_argument("--optimizer", choices=tuple(OPTIMIZERS), default="cg",
                         help="cg: Fletcher-Reeves conjugate gradient (the paper's, default); bfgs; lbfgs")
-    parser.add_argument("--blur-sigma", type=float, default=DEFAULT_BLUR_SIGMA_PX, metavar="PX",
-                        help="Gaussian blur of the IWE before the loss, standard deviation in px "
-                             f"(the paper's smooth Dirac delta; 0 = off; default {DEFAULT_BLUR_SIGMA_PX:g})")
+    parser.add_argument("--blur-sigma", type=float, default=None, metavar="PX",
+                        help="Gaussian blur of the IWE (px), the paper's smooth Dirac delta; 0 = off; "
+                             "default: 1 px for the spatial losses (Table 1), 0 for the others")
     parser.add_argument("--workers", type=int, help="processes (default: all cores)")
     parser.add_argument("--plot-losses", default=",".join(DEFAULT_PLOT_LOSSES),
                         help="losses to plot (comma-separated; 'none' for no plots)")
@@ -151,7 +150,7 @@ def run(args) -> int:
         raise UserError(f"--workers must be positive, got {args.workers}")
     if not args.box_interval > 0:
         raise UserError(f"--box-interval must be positive (s), got {args.box_interval}")
-    if not (np.isfinite(args.blur_sigma) and args.blur_sigma >= 0):
+    if args.blur_sigma is not None and not (np.isfinite(args.blur_sigma) and args.blur_sigma >= 0):
         raise UserError(f"--blur-sigma must be >= 0 px (0 = no blur), got {args.blur_sigma}")
     jobs = runner.plan_jobs(losses, modes)
     started = time.perf_counter()
@@ -216,7 +215,9 @@ def _header(args, description, events, windows, comparison, has_ground_truth, re
     lines = [f"# Focus-loss evaluation: {description}", "",
              f"- windows: {len(windows)} of {args.window_events} events (every {args.every}), "
              f"{t_first / 1e9:.3f}-{t_last / 1e9:.3f} s; t_ref = {args.t_ref}; warp {args.warp}; "
-             f"{args.kernel} IWE" + (f" blurred by a Gaussian of {args.blur_sigma:g} px" if args.blur_sigma else "")
+             f"{args.kernel} IWE" + (" blurred by a 1-px Gaussian for the spatial losses" if args.blur_sigma is None
+                                     else f" blurred by a Gaussian of {args.blur_sigma:g} px" if args.blur_sigma
+                                     else "")
              + f"; optimizer {args.optimizer}",
              f"- compared with: {comparison.description}",
              f"- peak |ω| component over the windows: {comparison.peak_deg_s:.1f} deg/s"]

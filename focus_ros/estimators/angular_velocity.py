@@ -19,15 +19,16 @@ from focus_ros.iwe import KERNELS
 from focus_ros.objective import Objective, supported_polarity_modes
 from focus_ros.optimize import OPTIMIZERS, OptimizerSettings, minimize
 
-#: standard deviation (px) of the IWE blur by default (AngularVelocitySettings.blur_sigma_px):
-#: the paper's epsilon = 1 px Gaussian Dirac (bilinear voting, then a blur; about +120-190 µs per
+#: standard deviation (px) of the IWE blur for the spatial losses (Table 1 "Spatial? yes"): the
+#: paper's epsilon = 1 px Gaussian Dirac (bilinear voting, then a blur; about +120-190 µs per
 #: value+gradient). Measured on the simulated rotation at up to 655 deg/s (97 windows, warm
 #: started) it makes local MAD, Moran's I and Geary's C without polarity, the Laplacian and
-#: Hessian magnitudes and the variance of the Laplacian track (53-842 -> 2.6-17 deg/s RMS) and
-#: every loss except the mean timestamp start from 0 on the real boxes_rotation slice; it costs
-#: the accurate losses 0-3 deg/s RMS (variance 2.7 -> 4.3) and breaks the mean timestamp, whose
-#: minimum moves away from the motion (5 -> 181 deg/s): use 0 for it.
-DEFAULT_BLUR_SIGMA_PX = 1.0
+#: Hessian magnitudes and the variance of the Laplacian track (53-842 -> 2.6-17 deg/s RMS), and
+#: lets them start from 0 on the real boxes_rotation slice. The statistical (non-spatial)
+#: losses are better without it: their value does not look at neighbourhoods, the blur only
+#: lowers their contrast (variance 2.7 -> 4.3 deg/s RMS, mean timestamp 5 -> 181) and costs the
+#: variance its 300-µs budget. See :func:`default_blur_sigma_px`.
+SPATIAL_LOSS_BLUR_SIGMA_PX = 1.0
 
 #: reference-time choices: the window's first event, the middle of its span, its last event
 T_REF_CHOICES = ("start", "middle", "end")
@@ -45,8 +46,8 @@ class AngularVelocitySettings:
     min_events: fewer events make the window degenerate;
     gap_reset_windows: warm start is dropped (back to 0) when the gap since the previous
     window exceeds this many window durations;
-    blur_sigma_px: Gaussian blur (px) of the IWE before the loss, 0 = none (see
-    DEFAULT_BLUR_SIGMA_PX and focus_ros.objective).
+    blur_sigma_px: Gaussian blur (px) of the IWE before the loss, 0 = none, None = the
+    loss's default (:func:`default_blur_sigma_px`).
     """
 
     loss: str = "variance"
@@ -61,7 +62,13 @@ class AngularVelocitySettings:
     min_events: int = 100
     gap_reset_windows: float = 10.0
     loss_options: object = None
-    blur_sigma_px: float = DEFAULT_BLUR_SIGMA_PX
+    blur_sigma_px: float | None = None
+
+
+def default_blur_sigma_px(loss) -> float:
+    """The IWE blur (px) a loss gets unless told otherwise: 1 px for the spatial losses, 0 for
+    the statistical ones (see SPATIAL_LOSS_BLUR_SIGMA_PX for the measurements)."""
+    return SPATIAL_LOSS_BLUR_SIGMA_PX if loss.spatial else 0.0
 
 
 @dataclass
@@ -146,9 +153,11 @@ class AngularVelocityEstimator:
         modes = supported_polarity_modes(self.loss)
         if not self.degenerate_reason and mode not in modes:
             raise ValueError(f"loss '{self.loss.name}' works only {' or '.join(modes)} polarity, not {mode}")
+        self.blur_sigma_px = (default_blur_sigma_px(self.loss) if settings.blur_sigma_px is None
+                              else settings.blur_sigma_px)
         self.objective = Objective(calibration, self.loss, warp=settings.warp, kernel=settings.kernel,
                                    sigma=settings.sigma, use_polarity=settings.use_polarity,
-                                   loss_options=settings.loss_options, blur_sigma_px=settings.blur_sigma_px)
+                                   loss_options=settings.loss_options, blur_sigma_px=self.blur_sigma_px)
         self.reset()
 
     def reset(self) -> None:

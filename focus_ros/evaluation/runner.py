@@ -28,7 +28,6 @@ from typing import Callable
 import numpy as np
 
 from focus_ros.camera import Calibration
-from focus_ros.estimators.angular_velocity import DEFAULT_BLUR_SIGMA_PX
 from focus_ros.events import NANOSECONDS_PER_SECOND, Events
 
 POLARITY_MODES = ("without", "with")
@@ -46,7 +45,7 @@ class EstimatorOptions:
     t_ref: str = "middle"
     warp: str = "exact"
     optimizer: str = "cg"
-    blur_sigma_px: float = DEFAULT_BLUR_SIGMA_PX
+    blur_sigma_px: float | None = None  # None: each loss's default (default_blur_sigma_px)
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,8 @@ class FocusLoss:
     goal: "max" or "min" (Table 1); uses_timestamps: needs the timestamp image (mean
     timestamp only); degenerate_without_polarity: "-" in Table 2's w/o columns;
     polarity_modes: the IWE kinds it makes sense on ("with": b_k = p_k, "without": b_k = 1);
-    a loss without "with" needs a count image and rejects negative pixels.
+    a loss without "with" needs a count image and rejects negative pixels; spatial: the value
+    depends on pixel neighbourhoods (Table 1's "Spatial?" column).
     """
 
     name: str
@@ -51,6 +52,7 @@ class FocusLoss:
     uses_timestamps: bool = False
     degenerate_without_polarity: bool = False
     polarity_modes: tuple = BOTH_POLARITY_MODES
+    spatial: bool = False
 
     @property
     def sign(self) -> float:
@@ -132,30 +134,30 @@ _REGISTRY = (
     FocusLoss("area_hyperbolic", "Area (Hyperbolic)", "Eq. (8)", "min", support.area_hyperbolic,
               polarity_modes=COUNTS_ONLY),
     FocusLoss("range_exponential", "Range (Exp)", "Eq. (13)", "max", histogram.range_exponential),
-    FocusLoss("local_variance", "Local Variance", "Eq. (14)", "max", local.local_variance),
+    FocusLoss("local_variance", "Local Variance", "Eq. (14)", "max", local.local_variance, spatial=True),
     FocusLoss("local_mean_square", "Local Mean Square", "Supp. Sec. F (Eq. (15) without local mean)",
-              "max", local.local_mean_square),
+              "max", local.local_mean_square, spatial=True),
     FocusLoss("local_mean_absolute_deviation", "Local Mean Absolute Dev.", "Supp. Eq. (36)", "max",
-              local.local_mean_absolute_deviation),
+              local.local_mean_absolute_deviation, spatial=True),
     FocusLoss("local_mean_absolute_value", "Local Mean Absolute Value",
               "Supp. Sec. F (Supp. Eq. (37) without local mean)", "max", local.local_mean_absolute_value,
-              degenerate_without_polarity=True, polarity_modes=("with",)),
-    FocusLoss("morans_index", "Moran's Index", "Eq. (17)", "min", local.morans_index),
+              degenerate_without_polarity=True, polarity_modes=("with",), spatial=True),
+    FocusLoss("morans_index", "Moran's Index", "Eq. (17)", "min", local.morans_index, spatial=True),
     FocusLoss("gearys_contiguity_ratio", "Geary's Contiguity Ratio", "Eq. (18)", "max",
-              local.gearys_contiguity_ratio),
-    FocusLoss("gradient_magnitude", "Gradient Magnitude", "Eq. (5)", "max", derivative.gradient_magnitude),
-    FocusLoss("laplacian_magnitude", "Laplacian Magnitude", "Eq. (6)", "max", derivative.laplacian_magnitude),
-    FocusLoss("hessian_magnitude", "Hessian Magnitude", "Eq. (7)", "max", derivative.hessian_magnitude),
+              local.gearys_contiguity_ratio, spatial=True),
+    FocusLoss("gradient_magnitude", "Gradient Magnitude", "Eq. (5)", "max", derivative.gradient_magnitude, spatial=True),
+    FocusLoss("laplacian_magnitude", "Laplacian Magnitude", "Eq. (6)", "max", derivative.laplacian_magnitude, spatial=True),
+    FocusLoss("hessian_magnitude", "Hessian Magnitude", "Eq. (7)", "max", derivative.hessian_magnitude, spatial=True),
     FocusLoss("difference_of_gaussians", "Difference of Gauss. (DoG)", "Supp. Eq. (67)", "max",
-              derivative.difference_of_gaussians),
+              derivative.difference_of_gaussians, spatial=True),
     FocusLoss("laplacian_of_gaussian", "Laplacian of the Gauss. (LoG)", "Supp. Sec. K (LoG paragraph)",
-              "max", derivative.laplacian_of_gaussian),
+              "max", derivative.laplacian_of_gaussian, spatial=True),
     FocusLoss("variance_of_laplacian", "Variance of Laplacian", "Supp. Eq. (69)", "max",
-              derivative.variance_of_laplacian),
+              derivative.variance_of_laplacian, spatial=True),
     FocusLoss("variance_of_gradient", "Variance of Gradient", "Supp. Eq. (73)", "max",
-              derivative.variance_of_gradient),
+              derivative.variance_of_gradient, spatial=True),
     FocusLoss("variance_of_squared_gradient", "Variance of Squared Gradient", "Supp. Eq. (71)", "max",
-              derivative.variance_of_squared_gradient),
+              derivative.variance_of_squared_gradient, spatial=True),
     FocusLoss("mean_timestamp", "Mean Time on Pixel", "Sec. 4.4 (after Mitrokhin et al. IROS 2018)", "min",
               statistical.mean_timestamp, uses_timestamps=True, polarity_modes=COUNTS_ONLY),
 )

@@ -38,8 +38,8 @@ from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import CameraInfo, Image
 
 from focus_ros.camera import Calibration
-from focus_ros.estimators.angular_velocity import (DEFAULT_BLUR_SIGMA_PX, ROTATION_WARPS, T_REF_CHOICES,
-                                                   AngularVelocityEstimator, AngularVelocitySettings)
+from focus_ros.estimators.angular_velocity import (ROTATION_WARPS, T_REF_CHOICES, AngularVelocityEstimator,
+                                                   AngularVelocitySettings)
 from focus_ros.iwe import KERNELS
 from focus_ros.losses import LOSSES
 from focus_ros.optimize import OPTIMIZERS, OptimizerSettings
@@ -101,8 +101,8 @@ PARAMETERS = {
     "use_polarity": (False, "image of warped events with polarity (b_k = p_k) or counts (b_k = 1)", {}),
     "kernel": ("bilinear", "event voting kernel: bilinear or gaussian", {}),
     "kernel_sigma_px": (1.0, "Gaussian kernel standard deviation (px)", {"float_range": (0.1, 10.0)}),
-    "blur_sigma_px": (DEFAULT_BLUR_SIGMA_PX, "Gaussian blur of the IWE before the loss (px), the paper's "
-                      "epsilon; 0 = none", {"float_range": (0.0, 5.0)}),
+    "blur_sigma_px": (-1.0, "Gaussian blur of the IWE before the loss (px), the paper's epsilon; 0 = none; "
+                      "-1 = the loss's default (1 px for spatial losses, 0 otherwise)", {"float_range": (-1.0, 5.0)}),
     "reference_time": ("middle", "window reference time: start, middle or end", {}),
     "warp": ("exact", "rotation warp: exact (exponential map) or small_angle", {}),
     "optimizer": ("cg", "cg (non-linear conjugate gradient, the paper's) or lbfgs", {}),
@@ -202,7 +202,8 @@ class AngularVelocityNode(Node):
         value = lambda name: self.get_parameter(name).value  # noqa: E731
         return AngularVelocitySettings(
             loss=value("loss"), use_polarity=value("use_polarity"), kernel=value("kernel"),
-            sigma=value("kernel_sigma_px"), blur_sigma_px=value("blur_sigma_px"), t_ref=value("reference_time"),
+            sigma=value("kernel_sigma_px"), t_ref=value("reference_time"),
+            blur_sigma_px=None if value("blur_sigma_px") < 0 else value("blur_sigma_px"),
             warp=value("warp"),
             optimizer=value("optimizer"), gap_reset_windows=value("gap_reset_windows"),
             optimizer_settings=OptimizerSettings(max_iterations=value("max_iterations"),
