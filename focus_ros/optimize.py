@@ -204,6 +204,17 @@ def _matrix_vector(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
     return np.array([_dot(row, vector) for row in matrix])
 
 
+def _stopping_rule(gradient_norm_sq: float, iterations: int, evaluations: int, settings: OptimizerSettings):
+    """(message, converged) when an iteration loop must stop before its next step, else None."""
+    if math.sqrt(gradient_norm_sq) <= settings.gradient_tolerance:
+        return "gradient norm below tolerance", True
+    if iterations >= settings.max_iterations:
+        return "iteration cap reached", False
+    if evaluations >= settings.max_evaluations:
+        return "evaluation cap reached", False
+    return None
+
+
 def conjugate_gradient(function: CostFunction, x0, settings: OptimizerSettings = OptimizerSettings(),
                        inverse_hessian=None) -> OptimizeResult:
     """Minimise with Fletcher-Reeves non-linear CG, restarting along the steepest descent
@@ -224,13 +235,9 @@ def conjugate_gradient(function: CostFunction, x0, settings: OptimizerSettings =
     converged = False
     since_restart = 0
     while True:
-        if math.sqrt(gradient_norm_sq) <= settings.gradient_tolerance:
-            message, converged = "gradient norm below tolerance", True
-            break
-        if iterations >= settings.max_iterations:
-            break
-        if counted.evaluations >= settings.max_evaluations:
-            message = "evaluation cap reached"
+        stop = _stopping_rule(gradient_norm_sq, iterations, counted.evaluations, settings)
+        if stop:
+            message, converged = stop
             break
         slope = _dot(gradient, direction)
         if slope >= 0.0:  # not a descent direction: restart
@@ -304,13 +311,9 @@ def bfgs(function: CostFunction, x0, settings: OptimizerSettings = OptimizerSett
     message = "iteration cap reached"
     converged = False
     while True:
-        if math.sqrt(gradient_norm_sq) <= settings.gradient_tolerance:
-            message, converged = "gradient norm below tolerance", True
-            break
-        if iterations >= settings.max_iterations:
-            break
-        if counted.evaluations >= settings.max_evaluations:
-            message = "evaluation cap reached"
+        stop = _stopping_rule(gradient_norm_sq, iterations, counted.evaluations, settings)
+        if stop:
+            message, converged = stop
             break
         direction = -_matrix_vector(matrix, gradient)
         if _dot(gradient, direction) >= 0.0:  # H lost positive definiteness: steepest descent

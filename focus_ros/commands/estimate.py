@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from focus_ros.cli import UserError
-from focus_ros.optimize import OPTIMIZERS
+from focus_ros.commands.estimator_options import add_estimator_arguments, check_estimator_arguments
 from focus_ros.events import NANOSECONDS_PER_SECOND
 
 CSV_COLUMNS = ("t_ref", "wx", "wy", "wz", "iterations", "evaluations", "score", "degenerate")
@@ -37,16 +37,8 @@ def add_arguments(parser) -> None:
                                                                  "(default: the window size)")
     parser.add_argument("--loss", default="variance", help="focus loss name (default variance)")
     parser.add_argument("--polarity", action="store_true", help="use polarity in the IWE (b_k = p_k)")
-    parser.add_argument("--kernel", choices=("bilinear", "gaussian"), default="bilinear")
     parser.add_argument("--sigma", type=float, default=1.0, help="Gaussian kernel sigma (px)")
-    parser.add_argument("--t-ref", choices=("start", "middle", "end"), default="middle",
-                        help="reference time of each window")
-    parser.add_argument("--warp", choices=("exact", "small_angle"), default="exact")
-    parser.add_argument("--optimizer", choices=tuple(OPTIMIZERS), default="cg",
-                        help="cg: Fletcher-Reeves conjugate gradient (the paper's, default); bfgs; lbfgs")
-    parser.add_argument("--blur-sigma", type=float, default=None, metavar="PX",
-                        help="Gaussian blur of the IWE (px), the paper's smooth Dirac delta; 0 = off; "
-                             "default: 1 px for the spatial losses (Table 1), 0 for the others")
+    add_estimator_arguments(parser)
     parser.add_argument("--max-windows", type=int, default=None, help="stop after this many windows")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -71,8 +63,7 @@ def run(args) -> int:
         raise UserError(f"--window-events must be positive, got {args.window_events}")
     if args.stride is not None and args.stride <= 0:
         raise UserError(f"--stride must be positive, got {args.stride}")
-    if args.blur_sigma is not None and not (math.isfinite(args.blur_sigma) and args.blur_sigma >= 0):
-        raise UserError(f"--blur-sigma must be >= 0 px (0 = no blur), got {args.blur_sigma}")
+    check_estimator_arguments(args)
     calibration = sequence_calibration(sequence, args.calib, args.width, args.height)
     settings = AngularVelocitySettings(loss=args.loss, use_polarity=args.polarity, kernel=args.kernel,
                                        sigma=args.sigma, t_ref=args.t_ref, warp=args.warp,

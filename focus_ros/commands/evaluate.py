@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from focus_ros.cli import UserError
-from focus_ros.optimize import OPTIMIZERS
+from focus_ros.commands.estimator_options import add_estimator_arguments, check_estimator_arguments
 from focus_ros.events import NANOSECONDS_PER_SECOND
 
 DEFAULT_PLOT_LOSSES = ("gradient_magnitude", "variance")
@@ -101,15 +101,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-windows", type=int, metavar="M", help="at most M windows")
     parser.add_argument("--time-range", type=float, nargs=2, metavar=("START", "END"),
                         help="only events in [START, END) s of the sequence's clock")
-    parser.add_argument("--t-ref", choices=("start", "middle", "end"), default="middle",
-                        help="window reference time (default middle)")
-    parser.add_argument("--kernel", choices=("bilinear", "gaussian"), default="bilinear")
-    parser.add_argument("--warp", choices=("exact", "small_angle"), default="exact")
-    parser.add_argument("--optimizer", choices=tuple(OPTIMIZERS), default="cg",
-                        help="cg: Fletcher-Reeves conjugate gradient (the paper's, default); bfgs; lbfgs")
-    parser.add_argument("--blur-sigma", type=float, default=None, metavar="PX",
-                        help="Gaussian blur of the IWE (px), the paper's smooth Dirac delta; 0 = off; "
-                             "default: 1 px for the spatial losses (Table 1), 0 for the others")
+    add_estimator_arguments(parser)
     parser.add_argument("--workers", type=int, help="processes (default: all cores)")
     parser.add_argument("--plot-losses", default=",".join(DEFAULT_PLOT_LOSSES),
                         help="losses to plot (comma-separated; 'none' for no plots)")
@@ -150,8 +142,7 @@ def run(args) -> int:
         raise UserError(f"--workers must be positive, got {args.workers}")
     if not args.box_interval > 0:
         raise UserError(f"--box-interval must be positive (s), got {args.box_interval}")
-    if args.blur_sigma is not None and not (np.isfinite(args.blur_sigma) and args.blur_sigma >= 0):
-        raise UserError(f"--blur-sigma must be >= 0 px (0 = no blur), got {args.blur_sigma}")
+    check_estimator_arguments(args)
     jobs = runner.plan_jobs(losses, modes)
     started = time.perf_counter()
     recording, simulated, description = load_source(args)
