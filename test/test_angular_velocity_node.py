@@ -279,3 +279,19 @@ def test_loss_and_window_size_change_at_run_time(ros):
     expected = np.array([offline.estimate(events[start:start + 10000]).angular_velocity
                          for start in range(0, 30000, 10000)])
     np.testing.assert_allclose(omega, expected, atol=1e-9)
+
+
+def test_unusable_parameters_stop_the_node_with_one_line(tmp_path):
+    """A typo in a launch file: one line naming the parameter and the valid values, exit 1."""
+    import subprocess
+
+    from ros_harness import ros_environment
+
+    result = subprocess.run([executable("angular_velocity_node"), "--ros-args", "--params-file",
+                             str(PARAMS_FILE), "-p", "loss:=sharpness"],
+                            env=ros_environment(), capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr + result.stdout
+    error_lines = [line for line in result.stderr.splitlines() if "error" in line]
+    assert len(error_lines) == 1 and "loss 'sharpness' is not one of" in error_lines[0]
+    assert "gradient_magnitude" in error_lines[0]

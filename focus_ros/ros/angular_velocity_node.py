@@ -126,7 +126,9 @@ class AngularVelocityNode(Node):
         super().__init__("angular_velocity_node", **kwargs)
         for name, (default, description, options) in PARAMETERS.items():
             self.declare_parameter(name, default, _descriptor(description, **options))
-        self._check_choices({name: self.get_parameter(name).value for name in PARAMETERS})
+        reasons = self._check_choices({name: self.get_parameter(name).value for name in PARAMETERS})
+        if reasons:
+            raise ValueError("; ".join(reasons))
 
         self._lock = threading.Condition()
         self._warned: set[str] = set()
@@ -144,7 +146,6 @@ class AngularVelocityNode(Node):
                            degenerate_windows=0, last_latency_ms=float("nan"), last_iterations=0,
                            last_focus_gain=float("nan"), events_since_report=0)
         self._last_report_time = time.monotonic()
-        self._start_time = time.monotonic()
         self._running = True
 
         self._twist_publisher = self.create_publisher(TwistStamped, "angular_velocity", 10)
@@ -319,7 +320,10 @@ class AngularVelocityNode(Node):
                 if not self._running:
                     return
                 if self._settings_changed and self._calibration is not None:
-                    self._reconfigure()
+                    try:
+                        self._reconfigure()
+                    except ValueError as error:  # e.g. a loss that does not work with polarity
+                        self.get_logger().error(f"settings not usable: {error}; keeping the previous ones")
                 if not self._pending:
                     continue
                 window, received = self._pending.popleft()
