@@ -103,3 +103,12 @@ def test_landscape_command_peaks_at_the_true_angular_velocity(tmp_path):
     for peak in _peaks(tmp_path / "moved").values():
         assert peak[0] == pytest.approx(-20.0, abs=2.0)
     assert not np.array_equal(first, _pixels(tmp_path / "moved" / "slices_without.png"))
+
+
+def test_interval_groups_close_the_last_interval_with_the_last_window():
+    from focus_ros.evaluation.plots import interval_groups
+
+    t_s = np.linspace(0.0, 10.0, 41)
+    labels, groups = interval_groups(t_s, np.zeros((41, 3)), 2.5)
+    assert [len(group) for group in groups] == [10, 10, 10, 11]
+    assert labels[-1] == "7.5-10 s"

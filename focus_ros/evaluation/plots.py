@@ -59,7 +59,9 @@ def interval_groups(t_s, errors_deg_s, interval_s: float) -> tuple[list[str], li
     if not len(t_s):
         return [], []
     origin = t_s.min()
-    index = np.floor((t_s - origin) / interval_s).astype(int)
+    # the last time closes the last interval (no one-window box after a span that divides evenly)
+    count = max(int(np.ceil((t_s.max() - origin) / interval_s)), 1)
+    index = np.minimum(np.floor((t_s - origin) / interval_s).astype(int), count - 1)
     labels, groups = [], []
     for bin_index in np.unique(index):
         start = origin + bin_index * interval_s
