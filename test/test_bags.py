@@ -179,3 +179,21 @@ def test_writer_refuses_bad_arguments(recording, written, tmp_path):
         bags.write_bag(tmp_path / "x.db", recording, version=1)
     with pytest.raises(ValueError, match="storage"):
         bags.write_bag(tmp_path / "y", recording, version=2, storage="zip")
+
+
+@pytest.mark.parametrize("encoding", ["evt3", "mono"])
+def test_replay_counts_the_events_of_event_packets(recording, tmp_path, encoding):
+    """Paced replay needs each message's event count and first time, in the subscriber's clock."""
+    path = tmp_path / f"packets_{encoding}"
+    bags.write_bag(path, recording, version=2, event_encoding=encoding, events_per_message=7000)
+    counts, firsts = [], []
+    for _, msgtype, _, payload, count, first in bags.open_bag_messages(path).messages():
+        if msgtype == "event_camera_msgs/msg/EventPacket":
+            counts.append(count)
+            firsts.append(first)
+    assert sum(counts) == len(recording.events) and max(counts) == 7000
+    subscriber = transport.Evt3Decoder()  # as the node decodes a topic: one state, no offset
+    decoded = [transport.decode_event_packet(payload, subscriber)[0]
+               for _, msgtype, _, payload, _, _ in bags.open_bag_messages(path).messages()
+               if msgtype == "event_camera_msgs/msg/EventPacket"]
+    assert firsts == [int(events.t[0]) for events in decoded]

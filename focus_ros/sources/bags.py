@@ -470,6 +470,7 @@ class BagMessages:
         with closing(open_bag(self.path)) as reader:
             version = bag_version(self.path)
             connections = [c for c in reader.connections if c.topic in self.topics]
+            evt3_decoders = {}
             for connection, t_ns, raw in _iter_raw(reader, connections, self.path, "(all)"):
                 topic, msgtype = connection.topic, connection.msgtype
                 count, first = 0, -1
@@ -481,16 +482,13 @@ class BagMessages:
                                                                info.frame_id, info.stamp_ns)
                         elif msgtype == EVENT_ARRAY_TYPE:
                             events, _ = transport.decode_event_array(raw)
-                        else:
-                            events = None
+                        else:  # decoded as a subscriber would: one EVT3 state per topic, no offset
+                            events, _ = transport.decode_event_packet(
+                                raw, evt3_decoders.setdefault(topic, transport.Evt3Decoder()))
                     except transport.EventDecodeError as error:
                         raise BagError(f"{self.path}: topic {topic}: {error}") from None
-                    if events is not None:
-                        count = len(events)
-                        first = int(events.t[0]) if count else -1
-                    else:  # event packets: count unknown without a stateful decode
-                        count = 1
-                        first = t_ns
+                    count = len(events)
+                    first = int(events.t[0]) if count else -1
                 elif version == 1:
                     try:
                         message = _ros1_to_ros2(reader.deserialize(raw, msgtype), store)
