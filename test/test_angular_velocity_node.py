@@ -274,8 +274,8 @@ def test_loss_and_window_size_change_at_run_time(ros):
     assert "windows of 10000 events" in node.log()
     omega = np.array([[m.twist.angular.x, m.twist.angular.y, m.twist.angular.z] for m in estimates])
     # the node now computes what the offline estimator computes with the new settings
-    from focus_ros.estimators.angular_velocity import AngularVelocityEstimator, AngularVelocitySettings
-    offline = AngularVelocityEstimator(Calibration.davis240c(), AngularVelocitySettings(loss="gradient_magnitude"))
+    from focus_ros.estimators.angular_velocity import AngularVelocityEstimator, real_time_settings
+    offline = AngularVelocityEstimator(Calibration.davis240c(), real_time_settings(loss="gradient_magnitude"))
     expected = np.array([offline.estimate(events[start:start + 10000]).angular_velocity
                          for start in range(0, 30000, 10000)])
     np.testing.assert_allclose(omega, expected, atol=1e-9)

@@ -279,3 +279,26 @@ def test_blurred_iwe_lets_weak_losses_start_from_zero_on_a_real_slice(name, pola
     reference = np.array([3.576, 3.945, -1.754])
     assert np.all(np.abs(estimate.angular_velocity - reference) < 0.5), estimate.angular_velocity
     assert estimate.score > estimate.score_at_zero
+
+
+def test_extrapolated_warm_start_follows_the_last_two_estimates(synthetic):
+    """warm_start "extrapolate": window k starts on the line through the estimates of windows
+    k-2 and k-1 (constant angular acceleration), evaluated at window k's t_ref; "previous"
+    starts at window k-1's estimate; a gap longer than gap_reset_windows restarts from 0."""
+    calibration, events = synthetic
+    thirds = [events[i * len(events) // 3:(i + 1) * len(events) // 3] for i in range(3)]
+    for warm_start in ("extrapolate", "previous"):
+        estimator = AngularVelocityEstimator(calibration, AngularVelocitySettings(warm_start=warm_start))
+        first, second = estimator.estimate(thirds[0]), estimator.estimate(thirds[1])
+        third = estimator.estimate(thirds[2])
+        if warm_start == "previous":
+            np.testing.assert_array_equal(third.initial, second.angular_velocity)
+        else:
+            fraction = (third.t_ref_ns - second.t_ref_ns) / (second.t_ref_ns - first.t_ref_ns)
+            expected = second.angular_velocity + fraction * (second.angular_velocity - first.angular_velocity)
+            np.testing.assert_allclose(third.initial, expected, rtol=1e-12)
+    late = thirds[2][:len(thirds[2]) // 2]
+    shifted = Events(late.x, late.y, late.t + 10**9, late.p)  # a 1-s gap: hundreds of windows
+    assert not estimator.estimate(shifted).initial.any()
+    with pytest.raises(ValueError, match="warm start"):
+        AngularVelocityEstimator(calibration, AngularVelocitySettings(warm_start="guess"))

@@ -17,7 +17,9 @@ import sys
 from pathlib import Path
 
 from focus_ros.cli import UserError
-from focus_ros.commands.estimator_options import add_estimator_arguments, check_estimator_arguments
+from focus_ros.commands.estimator_options import (add_estimator_arguments, check_estimator_arguments,
+                                                  settings_from_arguments)
+from focus_ros.estimators.angular_velocity import real_time_settings
 from focus_ros.events import NANOSECONDS_PER_SECOND
 
 CSV_COLUMNS = ("t_ref", "wx", "wy", "wz", "iterations", "evaluations", "score", "degenerate")
@@ -38,7 +40,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--loss", default="variance", help="focus loss name (default variance)")
     parser.add_argument("--polarity", action="store_true", help="use polarity in the IWE (b_k = p_k)")
     parser.add_argument("--sigma", type=float, default=1.0, help="Gaussian kernel sigma (px)")
-    add_estimator_arguments(parser)
+    add_estimator_arguments(parser, real_time_settings())
     parser.add_argument("--max-windows", type=int, default=None, help="stop after this many windows")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -46,8 +48,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     from tqdm import tqdm
 
-    from focus_ros.estimators.angular_velocity import (AngularVelocityEstimator, AngularVelocitySettings,
-                                                        degeneracy_of)
+    from focus_ros.estimators.angular_velocity import AngularVelocityEstimator, degeneracy_of
     from focus_ros.losses import LOSSES, get_loss
     from focus_ros.sources.sequence import ECD, iter_sequence_events, sequence_calibration, sequence_format
     from focus_ros.windows import count_windows
@@ -65,9 +66,8 @@ def run(args) -> int:
         raise UserError(f"--stride must be positive, got {args.stride}")
     check_estimator_arguments(args)
     calibration = sequence_calibration(sequence, args.calib, args.width, args.height)
-    settings = AngularVelocitySettings(loss=args.loss, use_polarity=args.polarity, kernel=args.kernel,
-                                       sigma=args.sigma, t_ref=args.t_ref, warp=args.warp,
-                                       optimizer=args.optimizer, blur_sigma_px=args.blur_sigma)
+    settings = settings_from_arguments(args, real_time_settings(), loss=args.loss, use_polarity=args.polarity,
+                                       sigma=args.sigma)
     estimator = AngularVelocityEstimator(calibration, settings)
 
     stride = args.stride or args.window_events

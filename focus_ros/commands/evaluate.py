@@ -22,6 +22,7 @@ import numpy as np
 
 from focus_ros.cli import UserError
 from focus_ros.commands.estimator_options import add_estimator_arguments, check_estimator_arguments
+from focus_ros.estimators.angular_velocity import AngularVelocitySettings
 from focus_ros.events import NANOSECONDS_PER_SECOND
 
 DEFAULT_PLOT_LOSSES = ("gradient_magnitude", "variance")
@@ -101,7 +102,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-windows", type=int, metavar="M", help="at most M windows")
     parser.add_argument("--time-range", type=float, nargs=2, metavar=("START", "END"),
                         help="only events in [START, END) s of the sequence's clock")
-    add_estimator_arguments(parser)
+    add_estimator_arguments(parser, AngularVelocitySettings())  # the paper's method
     parser.add_argument("--workers", type=int, help="processes (default: all cores)")
     parser.add_argument("--plot-losses", default=",".join(DEFAULT_PLOT_LOSSES),
                         help="losses to plot (comma-separated; 'none' for no plots)")
@@ -155,7 +156,8 @@ def run(args) -> int:
         raise UserError(f"no complete window of {args.window_events} events in the selected range "
                         f"({len(events)} events)")
     options = runner.EstimatorOptions(kernel=args.kernel, t_ref=args.t_ref, warp=args.warp, optimizer=args.optimizer,
-                                      blur_sigma_px=args.blur_sigma)
+                                      blur_sigma_px=args.blur_sigma, warm_start=args.warm_start,
+                                      value_tolerance=args.value_tolerance)
     output = args.output
     report = runner.run_jobs(jobs, events, recording.calibration, windows, options, output, args.workers,
                              show_progress=not args.quiet)

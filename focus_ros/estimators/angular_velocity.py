@@ -17,7 +17,7 @@ from focus_ros.camera import Calibration
 from focus_ros.events import Events
 from focus_ros.iwe import KERNELS
 from focus_ros.objective import Objective, supported_polarity_modes
-from focus_ros.optimize import OPTIMIZERS, OptimizerSettings, minimize
+from focus_ros.optimize import OPTIMIZERS, REAL_TIME_SETTINGS, OptimizerSettings, minimize
 
 #: standard deviation (px) of the IWE blur for the spatial losses (Table 1 "Spatial? yes"): the
 #: paper's epsilon = 1 px Gaussian Dirac (bilinear voting, then a blur; about +120-190 µs per
@@ -32,6 +32,8 @@ SPATIAL_LOSS_BLUR_SIGMA_PX = 1.0
 
 #: reference-time choices: the window's first event, the middle of its span, its last event
 T_REF_CHOICES = ("start", "middle", "end")
+#: where each window's search starts (see AngularVelocitySettings.warm_start)
+WARM_STARTS = ("extrapolate", "previous")
 ROTATION_WARPS = ("exact", "small_angle")
 
 
@@ -46,6 +48,9 @@ class AngularVelocitySettings:
     min_events: fewer events make the window degenerate;
     gap_reset_windows: warm start is dropped (back to 0) when the gap since the previous
     window exceeds this many window durations;
+    warm_start: "previous" (default: the last estimate, the paper's choice) or "extrapolate"
+    (the line through the last two estimates, evaluated at this window's t_ref: constant
+    angular acceleration; see :func:`real_time_settings`);
     blur_sigma_px: Gaussian blur (px) of the IWE before the loss, 0 = none, None = the
     loss's default (:func:`default_blur_sigma_px`).
     """
@@ -63,6 +68,19 @@ class AngularVelocitySettings:
     gap_reset_windows: float = 10.0
     loss_options: object = None
     blur_sigma_px: float | None = None
+    warm_start: str = "previous"
+
+
+def real_time_settings(**changes) -> AngularVelocitySettings:
+    """The settings of the ROS node and of ``focus-ros estimate`` unless told otherwise: BFGS
+    stopped at a relative cost change of 1e-5 (``REAL_TIME_SETTINGS``) and the extrapolated
+    warm start. Measured on the simulated rotation at up to 700 deg/s (0.8 s, 86 windows of
+    30,000 events, variance): 8 evaluations and 4.4 ms per window, 2.8 deg/s RMS, against
+    the paper's CG (``AngularVelocitySettings()``, used by ``focus-ros evaluate``): 18
+    evaluations, 9 ms, 2.6 deg/s with the same warm start; 30.5, 19 ms with the previous
+    estimate as warm start."""
+    return replace(AngularVelocitySettings(optimizer="bfgs", optimizer_settings=REAL_TIME_SETTINGS,
+                                           warm_start="extrapolate"), **changes)
 
 
 def default_blur_sigma_px(loss) -> float:
@@ -139,6 +157,8 @@ class AngularVelocityEstimator:
             raise ValueError(f"unknown t_ref '{settings.t_ref}': choose one of {', '.join(T_REF_CHOICES)}")
         if settings.warp not in ROTATION_WARPS:
             raise ValueError(f"unknown rotation warp '{settings.warp}': choose one of {', '.join(ROTATION_WARPS)}")
+        if settings.warm_start not in WARM_STARTS:
+            raise ValueError(f"unknown warm start '{settings.warm_start}': choose one of {', '.join(WARM_STARTS)}")
         if settings.optimizer not in OPTIMIZERS:
             raise ValueError(f"unknown optimizer '{settings.optimizer}': choose one of {', '.join(OPTIMIZERS)}")
         if settings.kernel not in KERNELS:
@@ -165,15 +185,27 @@ class AngularVelocityEstimator:
         self.previous: np.ndarray | None = None
         self._previous_end_ns: int | None = None
         self._previous_duration_ns: int = 0
+        self._history: list[tuple[int, np.ndarray]] = []  # (t_ref ns, omega) of the last two windows
 
-    def _warm_start(self, events: Events) -> np.ndarray:
+    def _warm_start(self, events: Events, t_ref_ns: int) -> np.ndarray:
+        """Where the next window's search starts: 0, the previous estimate, or (warm_start
+        "extrapolate") the line through the last two estimates evaluated at this t_ref."""
         if self.previous is None:
             return np.zeros(3)
         if self._previous_end_ns is not None and self._previous_duration_ns > 0:
             gap = int(events.t[0]) - self._previous_end_ns
             if gap > self.settings.gap_reset_windows * self._previous_duration_ns:
+                self._history.clear()
                 return np.zeros(3)
+        if self.settings.warm_start == "extrapolate" and len(self._history) == 2:
+            (t0, omega0), (t1, omega1) = self._history
+            if t1 > t0:
+                return omega1 + (omega1 - omega0) * ((t_ref_ns - t1) / (t1 - t0))
         return self.previous.copy()
+
+    def _remember(self, t_ref_ns: int, omega: np.ndarray | None) -> None:
+        self.previous = None if omega is None else omega.copy()
+        self._history = [] if omega is None else (self._history + [(t_ref_ns, omega.copy())])[-2:]
 
     def estimate(self, events: Events, initial=None) -> WindowEstimate:
         """Estimate omega (rad/s) for one window of time-ordered events."""
@@ -181,7 +213,7 @@ class AngularVelocityEstimator:
         count = len(events)
         t_ref_ns = reference_time_ns(events, settings.t_ref) if count else 0
         start = np.asarray(initial, dtype=np.float64).reshape(3) if initial is not None else (
-            self._warm_start(events) if count else np.zeros(3))
+            self._warm_start(events, t_ref_ns) if count else np.zeros(3))
         nan3 = np.full(3, np.nan)
         reason = self.degenerate_reason
         if not reason and count < settings.min_events:
@@ -189,7 +221,7 @@ class AngularVelocityEstimator:
         if reason:
             if count:
                 self._previous_end_ns = int(events.t[-1])
-            self.previous = None
+            self._remember(t_ref_ns, None)
             return WindowEstimate(t_ref_ns, nan3, math.nan, math.nan, math.nan, start, 0, 0, 0, 0,
                                   degenerate=True, message=reason)
         self.objective.set_events(events, t_ref_ns, int(events.t[0]))
@@ -239,7 +271,7 @@ class AngularVelocityEstimator:
             degenerate, message = True, "every event is warped outside the image"
         self._previous_end_ns = int(events.t[-1])
         self._previous_duration_ns = int(events.t[-1] - events.t[0])
-        self.previous = None if degenerate else omega.copy()
+        self._remember(t_ref_ns, None if degenerate else omega)
         return WindowEstimate(t_ref_ns, nan3 if degenerate else omega, score, score_at_initial,
                               score_at_zero, start, result.iterations, evaluation_count,
                               final.kept, final.dropped, converged=result.converged,

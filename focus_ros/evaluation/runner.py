@@ -29,6 +29,7 @@ import numpy as np
 
 from focus_ros.camera import Calibration
 from focus_ros.events import NANOSECONDS_PER_SECOND, Events
+from focus_ros.optimize import OptimizerSettings
 
 POLARITY_MODES = ("without", "with")
 ESTIMATE_COLUMNS = ("window", "start_index", "end_index", "t_ref", "wx", "wy", "wz", "iterations",
@@ -46,6 +47,8 @@ class EstimatorOptions:
     warp: str = "exact"
     optimizer: str = "cg"
     blur_sigma_px: float | None = None  # None: each loss's default (default_blur_sigma_px)
+    warm_start: str = "previous"
+    value_tolerance: float = OptimizerSettings().value_tolerance
 
 
 @dataclass(frozen=True)
@@ -238,7 +241,9 @@ def run_job(job: Job, events: Events, calibration: Calibration, windows: np.ndar
 
     settings = AngularVelocitySettings(loss=job.loss, use_polarity=job.polarity == "with", kernel=options.kernel,
                                        sigma=options.sigma, t_ref=options.t_ref, warp=options.warp,
-                                       optimizer=options.optimizer, blur_sigma_px=options.blur_sigma_px)
+                                       optimizer=options.optimizer, blur_sigma_px=options.blur_sigma_px,
+                                       warm_start=options.warm_start,
+                                       optimizer_settings=OptimizerSettings(value_tolerance=options.value_tolerance))
     estimator = AngularVelocityEstimator(calibration, settings)
     started = time.perf_counter()
     records, omegas = [], np.full((len(windows), 3), np.nan)

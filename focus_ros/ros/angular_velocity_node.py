@@ -26,6 +26,7 @@ import sys
 import threading
 import time
 from collections import deque
+from dataclasses import replace
 
 import numpy as np
 import rclpy
@@ -38,11 +39,12 @@ from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import CameraInfo, Image
 
 from focus_ros.camera import Calibration
-from focus_ros.estimators.angular_velocity import (ROTATION_WARPS, T_REF_CHOICES, AngularVelocityEstimator,
-                                                   AngularVelocitySettings)
+from focus_ros.estimators.angular_velocity import (ROTATION_WARPS, T_REF_CHOICES, WARM_STARTS,
+                                                   AngularVelocityEstimator, AngularVelocitySettings,
+                                                   real_time_settings)
 from focus_ros.iwe import KERNELS
 from focus_ros.losses import LOSSES
-from focus_ros.optimize import OPTIMIZERS, OptimizerSettings
+from focus_ros.optimize import OPTIMIZERS
 from focus_ros.ros import messages
 from focus_ros.ros.entry_point import run_node
 from focus_ros.stream import StreamGuard
@@ -51,6 +53,8 @@ from focus_ros.visualization import iwe_to_rgb, saturation_scale
 from focus_ros.windows import CountWindowCutter, DurationWindowCutter
 
 EVENT_MESSAGE_TYPES = ("dvs_msgs/EventArray", "event_camera_msgs/EventPacket")
+#: the estimator's defaults for live use (BFGS, stopped at a relative change of 1e-5, extrapolated warm start)
+REAL_TIME = real_time_settings()
 
 
 def _descriptor(description: str, *, integer_range=None, float_range=None, read_only=False,
@@ -105,17 +109,25 @@ PARAMETERS = {
                       "-1 = the loss's default (1 px for spatial losses, 0 otherwise)", {"float_range": (-1.0, 5.0)}),
     "reference_time": ("middle", "window reference time: start, middle or end", {}),
     "warp": ("exact", "rotation warp: exact (exponential map) or small_angle", {}),
-    "optimizer": ("cg", "cg (non-linear conjugate gradient, the paper's) or lbfgs", {}),
-    "max_iterations": (50, "optimizer iteration cap per window", {"integer_range": (1, 1000)}),
-    "gradient_tolerance": (1e-3, "optimizer stops when the gradient norm falls below this",
-                           {"float_range": (0.0, 1.0)}),
+    "optimizer": (REAL_TIME.optimizer, "bfgs (default, fastest) or cg (non-linear conjugate gradient, the "
+                  "paper's) or lbfgs", {}),
+    "max_iterations": (REAL_TIME.optimizer_settings.max_iterations, "optimizer iteration cap per window",
+                       {"integer_range": (1, 1000)}),
+    "gradient_tolerance": (REAL_TIME.optimizer_settings.gradient_tolerance,
+                           "optimizer stops when the gradient norm falls below this", {"float_range": (0.0, 1.0)}),
+    "value_tolerance": (REAL_TIME.optimizer_settings.value_tolerance,
+                        "optimizer stops when the relative change of the loss falls below this",
+                        {"float_range": (0.0, 1.0)}),
+    "warm_start": (REAL_TIME.warm_start, "extrapolate (from the last two estimates) or previous (the last "
+                   "estimate, the paper's)", {}),
     "image_rate_hz": (5.0, "IWE images per second at most (only while subscribed); 0 = never",
                       {"float_range": (0.0, 1000.0)}),
     "frame_id": ("", "output frame; empty = the frame of the events", {}),
 }
 
 ESTIMATOR_PARAMETERS = ("loss", "use_polarity", "kernel", "kernel_sigma_px", "blur_sigma_px", "reference_time",
-                        "warp", "optimizer", "max_iterations", "gradient_tolerance")
+                        "warp", "optimizer", "max_iterations", "gradient_tolerance", "value_tolerance",
+                        "warm_start")
 WINDOW_PARAMETERS = ("window_events", "window_stride_events")
 
 
@@ -183,7 +195,7 @@ class AngularVelocityNode(Node):
         choices = {"event_message_type": EVENT_MESSAGE_TYPES, "qos_reliability": ("best_effort", "reliable"),
                    "queue_policy": ("newest", "all"),
                    "loss": tuple(LOSSES), "kernel": tuple(KERNELS), "reference_time": T_REF_CHOICES,
-                   "warp": ROTATION_WARPS, "optimizer": tuple(OPTIMIZERS)}
+                   "warp": ROTATION_WARPS, "optimizer": tuple(OPTIMIZERS), "warm_start": WARM_STARTS}
         for name, allowed in choices.items():
             if name in values and values[name] not in allowed:
                 reasons.append(f"{name} '{values[name]}' is not one of: {', '.join(allowed)}")
@@ -201,14 +213,15 @@ class AngularVelocityNode(Node):
 
     def _estimator_settings(self) -> AngularVelocitySettings:
         value = lambda name: self.get_parameter(name).value  # noqa: E731
-        return AngularVelocitySettings(
-            loss=value("loss"), use_polarity=value("use_polarity"), kernel=value("kernel"),
-            sigma=value("kernel_sigma_px"), t_ref=value("reference_time"),
-            blur_sigma_px=None if value("blur_sigma_px") < 0 else value("blur_sigma_px"),
-            warp=value("warp"),
-            optimizer=value("optimizer"), gap_reset_windows=value("gap_reset_windows"),
-            optimizer_settings=OptimizerSettings(max_iterations=value("max_iterations"),
-                                                 gradient_tolerance=value("gradient_tolerance")))
+        return replace(REAL_TIME, loss=value("loss"), use_polarity=value("use_polarity"), kernel=value("kernel"),
+                       sigma=value("kernel_sigma_px"), t_ref=value("reference_time"), warp=value("warp"),
+                       blur_sigma_px=None if value("blur_sigma_px") < 0 else value("blur_sigma_px"),
+                       optimizer=value("optimizer"), gap_reset_windows=value("gap_reset_windows"),
+                       warm_start=value("warm_start"),
+                       optimizer_settings=replace(REAL_TIME.optimizer_settings,
+                                                  max_iterations=value("max_iterations"),
+                                                  gradient_tolerance=value("gradient_tolerance"),
+                                                  value_tolerance=value("value_tolerance")))
 
     def _make_windows(self):
         window_events = self.get_parameter("window_events").value
