@@ -16,6 +16,7 @@ import numpy as np
 from focus_ros.camera import Calibration
 from focus_ros.events import Events
 from focus_ros.iwe import KERNELS
+from focus_ros.losses import LOSSES, get_loss
 from focus_ros.objective import Objective, supported_polarity_modes
 from focus_ros.optimize import OPTIMIZERS, REAL_TIME_SETTINGS, OptimizerSettings, minimize
 
@@ -149,24 +150,16 @@ class AngularVelocityEstimator:
     """
 
     def __init__(self, calibration: Calibration, settings: AngularVelocitySettings = AngularVelocitySettings()):
-        from focus_ros.losses import get_loss
-
         self.calibration = calibration
         self.settings = settings
-        if settings.t_ref not in T_REF_CHOICES:
-            raise ValueError(f"unknown t_ref '{settings.t_ref}': choose one of {', '.join(T_REF_CHOICES)}")
-        if settings.warp not in ROTATION_WARPS:
-            raise ValueError(f"unknown rotation warp '{settings.warp}': choose one of {', '.join(ROTATION_WARPS)}")
-        if settings.warm_start not in WARM_STARTS:
-            raise ValueError(f"unknown warm start '{settings.warm_start}': choose one of {', '.join(WARM_STARTS)}")
-        if settings.optimizer not in OPTIMIZERS:
-            raise ValueError(f"unknown optimizer '{settings.optimizer}': choose one of {', '.join(OPTIMIZERS)}")
-        if settings.kernel not in KERNELS:
-            raise ValueError(f"unknown IWE kernel '{settings.kernel}': choose one of {', '.join(KERNELS)}")
-        from focus_ros.losses import LOSSES
-
-        if settings.loss not in LOSSES:
-            raise ValueError(f"unknown loss '{settings.loss}': choose one of {', '.join(LOSSES)}")
+        for value, choices, what in ((settings.t_ref, T_REF_CHOICES, "t_ref"),
+                                     (settings.warp, ROTATION_WARPS, "rotation warp"),
+                                     (settings.warm_start, WARM_STARTS, "warm start"),
+                                     (settings.optimizer, tuple(OPTIMIZERS), "optimizer"),
+                                     (settings.kernel, tuple(KERNELS), "IWE kernel"),
+                                     (settings.loss, tuple(LOSSES), "loss")):
+            if value not in choices:
+                raise ValueError(f"unknown {what} '{value}': choose one of {', '.join(choices)}")
         self.loss = get_loss(settings.loss)
         self.degenerate_reason = degeneracy_of(self.loss, settings.use_polarity)
         mode = "with" if settings.use_polarity else "without"
