@@ -35,6 +35,7 @@ from focus_ros.events import Events  # noqa: E402
 from focus_ros.losses import LOSSES, get_loss  # noqa: E402
 from focus_ros.objective import Objective, splits_polarity  # noqa: E402
 from focus_ros.optimize import REAL_TIME_SETTINGS, OptimizerSettings  # noqa: E402
+from focus_ros.timing import median_microseconds  # noqa: E402
 from focus_ros.warps import warp_gradient, warp_points  # noqa: E402
 
 SLICE = Path(os.environ.get("FOCUS_ROS_SHARED_DATA", ROOT.parent / "shared" / "data")) / "ec_slices" / "boxes_rotation"
@@ -42,13 +43,7 @@ OMEGA = np.array([3.576, 3.945, -1.754])
 
 
 def median_us(function, repeats: int = 15) -> float:
-    function()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times)) * 1e6
+    return median_microseconds(function, repeats, warmup=1)
 
 
 def main() -> None:

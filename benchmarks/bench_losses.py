@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 from pathlib import Path
 
 import cv2
 import numpy as np
 
 from focus_ros.losses import LOSSES
+from focus_ros.timing import median_microseconds
 
 SHARED_DATA = Path(os.environ.get("FOCUS_ROS_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 SENSOR_SHAPE = (180, 240)
@@ -52,17 +52,6 @@ def realistic_images():
             bilinear_image(x, y, t - t[0]))
 
 
-def median_microseconds(function, repeats: int) -> float:
-    for _ in range(5):
-        function()
-    durations = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        durations.append(time.perf_counter() - start)
-    return float(np.median(durations)) * 1e6
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=200, help="timed calls per loss and mode")
@@ -79,7 +68,8 @@ def main() -> int:
                 cells.append("–")
                 continue
             stamps = timestamps if loss.uses_timestamps else None
-            cells.append(f"{median_microseconds(lambda: loss.evaluate(image, timestamp_image=stamps), args.repeats):.0f}")
+            call = lambda: loss.evaluate(image, timestamp_image=stamps)  # noqa: E731
+            cells.append(f"{median_microseconds(call, args.repeats, warmup=5):.0f}")
         print(f"| {loss.title} (`{loss.name}`) | {loss.equation} | {cells[0]} | {cells[1]} |")
     return 0
 

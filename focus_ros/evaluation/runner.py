@@ -30,6 +30,7 @@ import numpy as np
 from focus_ros.camera import Calibration
 from focus_ros.events import NANOSECONDS_PER_SECOND, Events
 from focus_ros.optimize import OptimizerSettings
+from focus_ros.timing import median_microseconds
 
 POLARITY_MODES = ("without", "with")
 ESTIMATE_COLUMNS = ("window", "start_index", "end_index", "t_ref", "wx", "wy", "wz", "iterations",
@@ -193,15 +194,6 @@ def is_finished(output: Path, job: Job, fingerprint: str) -> bool:
     return True
 
 
-def _median_microseconds(function: Callable[[], object], repeats: int) -> float:
-    samples = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        function()
-        samples.append(time.perf_counter() - started)
-    return float(np.median(samples)) * 1e6
-
-
 def _time_evaluations(estimator, events: Events, windows: np.ndarray, omegas: np.ndarray,
                       timing_windows: int, repeats: int) -> tuple[float, float]:
     """Median µs of one value+gradient evaluation of the objective at the estimate, and of the
@@ -221,10 +213,9 @@ def _time_evaluations(estimator, events: Events, windows: np.ndarray, omegas: np
         window = _window_events(events, start, end)
         objective.set_events(window, reference_time_ns(window, estimator.settings.t_ref), int(window.t[0]))
         omega = omegas[index]
-        objective.evaluate(omega)  # warm caches
-        whole.append(_median_microseconds(lambda: objective.evaluate(omega), repeats))
+        whole.append(median_microseconds(lambda: objective.evaluate(omega), repeats, warmup=1))
         objective.evaluate(omega, with_gradient=False)  # the IWE planes at the estimate
-        alone.append(_median_microseconds(objective.evaluate_loss, repeats))
+        alone.append(median_microseconds(objective.evaluate_loss, repeats, warmup=0))
     return float(np.median(whole)), float(np.median(alone))
 
 
