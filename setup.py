@@ -22,7 +22,6 @@ setup(
     maintainer_email="focus_ros@example.org",
     description="Motion compensation for event cameras with the focus losses of Gallego et al. 2019",
     license="MIT",
-    tests_require=["pytest"],
     entry_points={
         "console_scripts": [
             "focus-ros = focus_ros.cli:main",
