@@ -156,7 +156,8 @@ class AngularVelocityNode(Node):
         self._settings_changed = False
         self._stats = dict(events_received=0, windows_processed=0, windows_dropped=0, malformed_messages=0,
                            degenerate_windows=0, last_latency_ms=float("nan"), last_iterations=0,
-                           last_focus_gain=float("nan"), events_since_report=0)
+                           last_focus_gain=float("nan"), events_since_report=0, processing_s_since_report=0.0,
+                           windows_since_report=0)
         self._last_report_time = time.monotonic()
         self._running = True
 
@@ -343,7 +344,11 @@ class AngularVelocityNode(Node):
                 estimator = self._estimator
             self._update_gap_limit(window)
             try:
+                started = time.monotonic()
                 estimate = estimator.estimate(window)
+                with self._lock:
+                    self._stats["processing_s_since_report"] += time.monotonic() - started
+                    self._stats["windows_since_report"] += 1
                 self._publish(estimate, received, estimator)
             except Exception as error:  # noqa: BLE001 - a bad window must not kill the node
                 if not self.context.ok():
@@ -429,6 +434,8 @@ class AngularVelocityNode(Node):
             stats = dict(self._stats)
             elapsed = max(now - self._last_report_time, 1e-9)
             self._stats["events_since_report"] = 0
+            self._stats["processing_s_since_report"] = 0.0
+            self._stats["windows_since_report"] = 0
             self._last_report_time = now
             calibration_source = self._calibration_source or "none"
         status = DiagnosticStatus(name=f"{self.get_name()}: angular velocity", hardware_id=frame_id_or(self._frame_id))
@@ -446,6 +453,8 @@ class AngularVelocityNode(Node):
             "degenerate_windows": stats["degenerate_windows"],
             "malformed_messages": stats["malformed_messages"],
             "latency_ms": stats["last_latency_ms"],
+            "processing_ms_per_window": (1e3 * stats["processing_s_since_report"] / stats["windows_since_report"]
+                                         if stats["windows_since_report"] else float("nan")),
             "iterations": stats["last_iterations"],
             "focus_gain": stats["last_focus_gain"],
             "calibration_source": calibration_source,
