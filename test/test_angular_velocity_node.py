@@ -264,6 +264,12 @@ def test_loss_and_window_size_change_at_run_time(ros):
 
     refused = set_parameters(Parameter("loss", value="sharpest_possible"))
     assert not refused[0].successful and "variance" in refused[0].reason  # lists the valid names
+    # a valid loss with a polarity mode it does not support (Table 2's "-") is refused too
+    # (parameters are set one at a time: the loss alone is fine, then polarity is refused)
+    loss_set, polarity_refused = set_parameters(Parameter("loss", value="mean_timestamp"),
+                                                Parameter("use_polarity", value=True))
+    assert loss_set.successful and not polarity_refused.successful
+    assert "mean_timestamp" in polarity_refused.reason and "polarity" in polarity_refused.reason
     accepted = set_parameters(Parameter("loss", value="gradient_magnitude"),
                               Parameter("window_events", value=10000))
     assert all(result.successful for result in accepted)

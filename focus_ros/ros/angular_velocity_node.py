@@ -205,6 +205,12 @@ class AngularVelocityNode(Node):
     def _on_set_parameters(self, parameters) -> SetParametersResult:
         values = {p.name: p.value for p in parameters}
         reasons = self._check_choices(values)
+        if not reasons and any(name in values for name in ESTIMATOR_PARAMETERS):
+            try:  # the combination, e.g. a loss that does not work with polarity
+                AngularVelocityEstimator(self._calibration or Calibration.davis240c(),
+                                         self._estimator_settings(values))
+            except ValueError as error:
+                reasons.append(str(error))
         if reasons:
             return SetParametersResult(successful=False, reason="; ".join(reasons))
         if any(name in values for name in ESTIMATOR_PARAMETERS + WINDOW_PARAMETERS):
@@ -212,8 +218,10 @@ class AngularVelocityNode(Node):
                 self._settings_changed = True
         return SetParametersResult(successful=True)
 
-    def _estimator_settings(self) -> AngularVelocitySettings:
-        value = lambda name: self.get_parameter(name).value  # noqa: E731
+    def _estimator_settings(self, overrides: dict | None = None) -> AngularVelocitySettings:
+        """The estimator settings from the parameters (``overrides``: values about to be set)."""
+        overrides = overrides or {}
+        value = lambda name: overrides.get(name, self.get_parameter(name).value)  # noqa: E731
         return replace(REAL_TIME, loss=value("loss"), use_polarity=value("use_polarity"), kernel=value("kernel"),
                        sigma=value("kernel_sigma_px"), t_ref=value("reference_time"), warp=value("warp"),
                        blur_sigma_px=None if value("blur_sigma_px") < 0 else value("blur_sigma_px"),
@@ -336,7 +344,7 @@ class AngularVelocityNode(Node):
                 if self._settings_changed and self._calibration is not None:
                     try:
                         self._reconfigure()
-                    except ValueError as error:  # e.g. a loss that does not work with polarity
+                    except ValueError as error:  # checked when set; kept as a last resort
                         self.get_logger().error(f"settings not usable: {error}; keeping the previous ones")
                 if not self._pending:
                     continue
