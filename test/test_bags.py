@@ -197,3 +197,19 @@ def test_replay_counts_the_events_of_event_packets(recording, tmp_path, encoding
                for _, msgtype, _, payload, _, _ in bags.open_bag_messages(path).messages()
                if msgtype == "event_camera_msgs/msg/EventPacket"]
     assert firsts == [int(events.t[0]) for events in decoded]
+
+
+@pytest.mark.parametrize("keep", [0.5, 0.9])
+def test_a_cut_ros1_bag_gives_back_the_events_recorded_before_the_cut(recording, written, tmp_path, keep):
+    """A recording cut short has no index; its records are read one by one up to the cut."""
+    data = written["ros1"].read_bytes()
+    cut = tmp_path / "cut.bag"
+    cut.write_bytes(data[:int(len(data) * keep)])
+    received = []
+    with pytest.raises(BagError, match=r"damaged ROS 1 bag .*read \d+ event messages record by record, stopped at byte"):
+        for events, _ in bags.iter_bag_events(cut):
+            received.append(events)
+    got = Events.concatenate(received)
+    # most of what was written before the cut comes back, exactly, as a prefix
+    assert len(got) >= 0.5 * keep * len(recording.events)
+    assert got.equals(recording.events[:len(got)])

@@ -185,7 +185,14 @@ def iter_bag_events(path, topic: str | None = None) -> Iterator[tuple[Events, ob
     """
     path = Path(path)
     version = bag_version(path)
-    with closing(open_bag(path)) as reader:
+    try:
+        reader = open_bag(path)
+    except BagError as error:
+        if version != 1:
+            raise
+        yield from _salvage_ros1_events(path, topic, error)
+        return
+    with closing(reader):
         if topic is None:
             topic = find_event_topic(reader, path)
         connections = _connections(reader, path, topic, EVENT_TYPES)
@@ -205,6 +212,29 @@ def iter_bag_events(path, topic: str | None = None) -> Iterator[tuple[Events, ob
                 events = Events(events.x, events.y, events.t + offset, events.p)
                 evt3_aligned = True
             yield events, info
+
+
+def _salvage_ros1_events(path: Path, topic: str | None, open_error: BagError):
+    """The events of a ROS 1 bag rosbags cannot open (cut short, no index), read record by
+    record up to the damage; then BagError saying how far it got and why it stopped."""
+    from focus_ros.sources.ros1_salvage import Ros1Scan
+
+    scan = Ros1Scan(path)
+    count = 0
+    for message_topic, msgtype, _, raw in scan.messages():
+        if msgtype != "dvs_msgs/EventArray" or (topic is not None and message_topic != topic):
+            continue
+        if topic is None:
+            topic = message_topic  # the first event topic found
+        try:
+            events, info = transport.decode_event_array_ros1(raw)
+        except transport.EventDecodeError as error:
+            raise BagError(f"{path}: topic {topic}: {error} (after {count} messages)") from None
+        count += 1
+        yield events, info
+    reason = scan.fault or "no index"
+    raise BagError(f"{path}: damaged ROS 1 bag ({open_error}); read {count} event messages "
+                   f"record by record, stopped at {reason}")
 
 
 # ----------------------------------------------------------------------------------------
