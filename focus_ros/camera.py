@@ -93,6 +93,18 @@ class Calibration:
         return cls(int(width), int(height), k[0], k[4], k[2], k[5], distortion=distortion)
 
     @classmethod
+    def from_camera_info_message(cls, message) -> "Calibration":
+        """Build from a ``sensor_msgs/CameraInfo`` message object, ROS 2 (k, d) or ROS 1
+        (K, D) field names. Distortion models: plumb_bob (or radtan), rational_polynomial
+        whose terms beyond k3 are zero, or none ("" with no coefficients). ValueError else."""
+        ros1 = hasattr(message, "K")
+        d = [float(v) for v in (message.D if ros1 else message.d)]
+        model = message.distortion_model
+        if model not in ("plumb_bob", "radtan", "rational_polynomial", "") or (model == "" and any(d)):
+            raise ValueError(f"camera_info distortion model {model!r} is not supported (plumb_bob)")
+        return cls.from_camera_info(message.K if ros1 else message.k, d, message.width, message.height)
+
+    @classmethod
     def from_yaml(cls, path) -> "Calibration":
         """Read a ROS camera-calibration YAML file (the ``camera_calibration_parsers``
         layout: image_width, image_height, camera_matrix.data, distortion_coefficients.data).

@@ -48,3 +48,25 @@ def test_bad_calibration_files_name_the_problem(tmp_path):
         Calibration.from_yaml(broken)
     with pytest.raises(ValueError, match="9 numbers"):
         Calibration.from_camera_info([1, 2, 3], [], 240, 180)
+
+
+def test_camera_info_messages_ros2_and_ros1_field_names_and_models():
+    """One conversion serves the node (ROS 2 CameraInfo) and the bag readers (ROS 1 too)."""
+    from types import SimpleNamespace
+
+    calibration = Calibration.davis240c()
+    k = [calibration.fx, 0, calibration.cx, 0, calibration.fy, calibration.cy, 0, 0, 1]
+    ros2 = SimpleNamespace(k=k, d=list(calibration.distortion), width=240, height=180,
+                           distortion_model="plumb_bob")
+    ros1 = SimpleNamespace(K=k, D=list(calibration.distortion), width=240, height=180,
+                           distortion_model="plumb_bob")
+    assert Calibration.from_camera_info_message(ros2) == calibration
+    assert Calibration.from_camera_info_message(ros1) == calibration
+    eight = SimpleNamespace(k=k, d=list(calibration.distortion) + [0.01, 0, 0], width=240, height=180,
+                            distortion_model="rational_polynomial")
+    with pytest.raises(ValueError, match="only plumb_bob"):
+        Calibration.from_camera_info_message(eight)
+    with pytest.raises(ValueError, match="'equidistant' is not supported"):
+        Calibration.from_camera_info_message(SimpleNamespace(**{**vars(ros2), "distortion_model": "equidistant"}))
+    with pytest.raises(ValueError, match="size must be positive"):
+        Calibration.from_camera_info_message(SimpleNamespace(**{**vars(ros2), "width": 0}))

@@ -245,7 +245,7 @@ class AngularVelocityNode(Node):
         if self._calibration_source == "camera_info":
             return
         try:
-            calibration = messages.calibration_from_camera_info(message)
+            calibration = Calibration.from_camera_info_message(message)
         except ValueError as error:
             self._warn_once("camera_info", f"camera_info unusable: {error}")
             return

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 from builtin_interfaces.msg import Time
-from sensor_msgs.msg import CameraInfo, Image
+from sensor_msgs.msg import Image
 
 from focus_ros import transport
 from focus_ros.camera import Calibration
@@ -57,21 +57,6 @@ def time_from_ns(t_ns: int) -> Time:
 
 def ns_from_time(stamp: Time) -> int:
     return int(stamp.sec) * NANOSECONDS_PER_SECOND + int(stamp.nanosec)
-
-
-def calibration_from_camera_info(message: CameraInfo) -> Calibration:
-    """Intrinsics from a CameraInfo (plumb_bob / rational_polynomial first 5 terms)."""
-    if message.width == 0 or message.height == 0:
-        raise ValueError("camera_info has width or height 0")
-    k = np.asarray(message.k, dtype=float)
-    if k[0] <= 0 or k[4] <= 0:
-        raise ValueError("camera_info has no intrinsics (K is zero)")
-    model = message.distortion_model or "plumb_bob"
-    if model not in ("plumb_bob", "rational_polynomial", "radtan"):
-        raise ValueError(f"distortion model '{model}' is not supported (plumb_bob only)")
-    d = list(message.d)[:5]
-    d += [0.0] * (5 - len(d))
-    return Calibration(int(message.width), int(message.height), k[0], k[4], k[2], k[5], distortion=tuple(d))
 
 
 def calibration_from_parameters(values: dict) -> Calibration:

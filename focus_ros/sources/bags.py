@@ -294,21 +294,12 @@ def read_bag_calibration(path, topic: str = DEFAULT_TOPICS.camera_info) -> Calib
 
 
 def calibration_from_camera_info(message, where: str = "camera_info") -> Calibration:
-    """Calibration from a sensor_msgs/CameraInfo (K, D plumb bob / empty, width, height)."""
-    model = message.distortion_model
-    ros1 = hasattr(message, "K")  # ROS 1 field names are upper case
-    d = [float(v) for v in (message.D if ros1 else message.d)]
-    if model not in ("plumb_bob", "rational_polynomial", "") or (model == "" and d):
-        raise BagError(f"{where}: distortion model {model!r} is not supported (plumb_bob)")
-    if len(d) > 5 and any(d[5:]):
-        raise BagError(f"{where}: {len(d)} distortion coefficients; only k1 k2 p1 p2 k3 are supported")
-    k = [float(v) for v in (message.K if ros1 else message.k)]
-    if message.width == 0 or message.height == 0 or k[0] <= 0 or k[4] <= 0:
-        raise BagError(f"{where}: camera_info without a valid size or K "
-                       f"({message.width}x{message.height}, fx {k[0]}, fy {k[4]})")
-    distortion = tuple((d + [0.0] * 5)[:5])
-    return Calibration(int(message.width), int(message.height), k[0], k[4], k[2], k[5],
-                       distortion=distortion)
+    """Calibration from a sensor_msgs/CameraInfo (see Calibration.from_camera_info_message);
+    BagError naming ``where`` when it is unusable."""
+    try:
+        return Calibration.from_camera_info_message(message)
+    except ValueError as error:
+        raise BagError(f"{where}: {error}") from None
 
 
 def read_bag(path, topics: BagTopics = DEFAULT_TOPICS, event_topic: str | None = None,
