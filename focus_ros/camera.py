@@ -61,6 +61,14 @@ class Calibration:
         distortion = tuple(values[4:]) + (0.0,) * (9 - len(values))
         return cls(width, height, *values[:4], distortion=distortion)
 
+    @classmethod
+    def from_file(cls, path, width: int = 240, height: int = 180) -> "Calibration":
+        """A ROS camera YAML (.yaml/.yml) or an ECD calib.txt (then width x height px)."""
+        path = Path(path)
+        if path.suffix.lower() in (".yaml", ".yml"):
+            return cls.from_yaml(path)
+        return cls.from_ecd_calib(path, width=width, height=height)
+
     def to_ecd_line(self) -> str:
         """The ``calib.txt`` line for this calibration."""
         return " ".join(repr(float(v)) for v in (self.fx, self.fy, self.cx, self.cy, *self.distortion))

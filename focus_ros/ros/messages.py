@@ -68,11 +68,9 @@ def calibration_from_parameters(values: dict) -> Calibration:
     width, height = int(values.get("width", 0)), int(values.get("height", 0))
     if values.get("file"):
         path = Path(values["file"])
-        if path.suffix in (".yaml", ".yml"):
-            return Calibration.from_yaml(path)
-        if not width or not height:
+        if path.suffix.lower() not in (".yaml", ".yml") and not (width and height):
             raise ValueError("calibration.file is a calib.txt: calibration.width and calibration.height are needed too")
-        return Calibration.from_ecd_calib(path, width=width, height=height)
+        return Calibration.from_file(path, width, height)
     missing = [name for name in ("width", "height", "fx", "fy") if not values.get(name)]
     if missing:
         raise ValueError(f"calibration parameters missing: {', '.join('calibration.' + m for m in missing)}")

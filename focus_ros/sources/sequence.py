@@ -68,10 +68,7 @@ def sequence_calibration(path, calibration_file=None, width: int = 240, height: 
     """
     path = Path(path)
     if calibration_file is not None:
-        calibration_file = Path(calibration_file)
-        if calibration_file.suffix.lower() in (".yaml", ".yml"):
-            return Calibration.from_yaml(calibration_file)
-        return Calibration.from_ecd_calib(calibration_file, width=width, height=height)
+        return Calibration.from_file(calibration_file, width, height)
     if sequence_format(path) == ECD:
         calib = _events_file(path).parent / "calib.txt"
         if not calib.is_file():
