@@ -469,6 +469,101 @@ class PacketStreamState:
         self.libcaer_cmp = np.zeros(_CMP_STATE_SIZE, np.int64)
 
 
+_PACKET_HEAD = {order: struct.Struct(order + "iII") for order in "<>"}  # sec, nanosec, len(frame_id)
+
+
+def _packet_header_fast(buffer):
+    """The EventPacket fields of a well-formed CDR buffer, parsed in a few struct calls;
+    None when anything is out of the ordinary (then :func:`_packet_header_checked` runs
+    and names the problem)."""
+    size = len(buffer)
+    if size < 16:
+        return None
+    head = bytes(buffer[:2])
+    order = "<" if head == b"\x00\x01" else ">" if head == b"\x00\x00" else None
+    if order is None:
+        return None
+    seconds, nanoseconds, frame_bytes = _PACKET_HEAD[order].unpack_from(buffer, 4)
+    position = 16 + frame_bytes
+    position += -(position - 4) % 4
+    if nanoseconds >= NANOSECONDS_PER_SECOND or frame_bytes == 0 or position + 8 > size:
+        return None
+    height, width = struct.unpack_from(order + "II", buffer, position)
+    position += 8
+    position += -(position - 4) % 8
+    if position + 20 > size or not height or not width:
+        return None
+    seq, time_base, encoding_bytes = struct.unpack_from(order + "QQI", buffer, position)
+    encoding_offset = position + 16
+    position += 20
+    if encoding_bytes == 0 or position + encoding_bytes + 1 > size or time_base >= _TIME_BASE_LIMIT:
+        return None
+    raw_frame = bytes(buffer[16:16 + frame_bytes])
+    raw_encoding = bytes(buffer[position:position + encoding_bytes])
+    if raw_frame[-1] != 0 or raw_encoding[-1] != 0:
+        return None
+    position += encoding_bytes
+    is_bigendian = buffer[position]
+    position += 1
+    position += -(position - 4) % 4
+    if position + 4 > size:
+        return None
+    count = struct.unpack_from(order + "I", buffer, position)[0]
+    payload_offset = position + 4
+    if count > size - payload_offset or size - payload_offset - count > 3 or is_bigendian > 1:
+        return None
+    try:
+        frame_id, encoding = raw_frame[:-1].decode(), raw_encoding[:-1].decode()
+    except UnicodeDecodeError:
+        return None
+    payload = np.frombuffer(buffer, np.uint8, count, payload_offset)
+    return (seconds * NANOSECONDS_PER_SECOND + nanoseconds, frame_id, height, width, seq,
+            time_base, encoding, encoding_offset, bool(is_bigendian), payload, payload_offset)
+
+
+#: time_base above this (ns) leaves no room for the event offsets in int64
+_TIME_BASE_LIMIT = (1 << 63) - (1 << 42)
+
+
+def _packet_header_checked(buffer, ros1: bool):
+    """The EventPacket fields, every one checked (EventDecodeError naming what and where)."""
+    if ros1:
+        reader = _FieldReader(buffer, little_endian=True, origin=0, cdr=False)
+        reader.scalar("I", "header.seq")
+        stamp_ns = reader.stamp_ns(signed_seconds=False)
+    else:
+        reader = _cdr_reader(buffer)
+        stamp_ns = reader.stamp_ns(signed_seconds=True)
+    frame_id = reader.string("header.frame_id")
+    height, width = reader.image_size()
+    seq = reader.scalar("Q", "seq")
+    time_base_offset = reader.position
+    time_base = reader.scalar("Q", "time_base")
+    if time_base >= _TIME_BASE_LIMIT:
+        raise EventDecodeError(f"malformed message: time_base {time_base} ns at byte offset "
+                               f"{time_base_offset} is beyond the int64 ns range")
+    encoding_offset = reader.position
+    encoding = reader.string("encoding")
+    is_bigendian = reader.scalar("B", "is_bigendian")
+    if is_bigendian > 1:
+        raise EventDecodeError(f"malformed message: is_bigendian {is_bigendian} at byte offset "
+                               f"{reader.position - 1} is not a bool")
+    count = reader.sequence_length(1, "events")
+    payload_offset = reader.position
+    reader.require(count, f"{count} event bytes")
+    payload = np.frombuffer(reader.data, np.uint8, count, payload_offset)
+    reader.position += count
+    if ros1:
+        if reader.position != len(reader.data):
+            raise EventDecodeError(
+                f"malformed message: {len(reader.data) - reader.position} unexpected bytes "
+                f"after the event bytes at byte offset {reader.position}")
+    else:
+        _check_no_trailing_bytes(reader, "the event bytes")
+    return (stamp_ns, frame_id, height, width, seq, time_base, encoding, encoding_offset,
+            bool(is_bigendian), payload, payload_offset)
+
+
 def decode_event_packet(buffer, stream: "PacketStreamState | Evt3Decoder | None" = None,
                         ros1: bool = False) -> tuple[Events, EventPacketInfo]:
     """Decode a serialized ``event_camera_msgs/EventPacket`` (or legacy
@@ -499,36 +594,11 @@ def decode_event_packet(buffer, stream: "PacketStreamState | Evt3Decoder | None"
         stream.evt3 = evt3_only
     elif stream is None:
         stream = PacketStreamState()
-    if ros1:
-        reader = _FieldReader(buffer, little_endian=True, origin=0, cdr=False)
-        reader.scalar("I", "header.seq")
-        stamp_ns = reader.stamp_ns(signed_seconds=False)
-    else:
-        reader = _cdr_reader(buffer)
-        stamp_ns = reader.stamp_ns(signed_seconds=True)
-    frame_id = reader.string("header.frame_id")
-    height, width = reader.image_size()
-    seq = reader.scalar("Q", "seq")
-    time_base_offset = reader.position
-    time_base = reader.scalar("Q", "time_base")
-    if time_base >= (1 << 63) - (1 << 42):
-        raise EventDecodeError(f"malformed message: time_base {time_base} ns at byte offset "
-                               f"{time_base_offset} is beyond the int64 ns range")
-    encoding_offset = reader.position
-    encoding = reader.string("encoding")
-    is_bigendian = bool(reader.scalar("B", "is_bigendian"))
-    count = reader.sequence_length(1, "events")
-    payload_offset = reader.position
-    reader.require(count, f"{count} event bytes")
-    payload = np.frombuffer(reader.data, np.uint8, count, payload_offset)
-    reader.position += count
-    if ros1:
-        if reader.position != len(reader.data):
-            raise EventDecodeError(
-                f"malformed message: {len(reader.data) - reader.position} unexpected bytes "
-                f"after the event bytes at byte offset {reader.position}")
-    else:
-        _check_no_trailing_bytes(reader, "the event bytes")
+    header = None if ros1 else _packet_header_fast(buffer)
+    if header is None:  # ROS 1, or something is off: the checked path says what
+        header = _packet_header_checked(buffer, ros1)
+    (stamp_ns, frame_id, height, width, seq, time_base, encoding, encoding_offset,
+     is_bigendian, payload, payload_offset) = header
     triggers = None
     if encoding == ENCODING_MONO:
         events = _decode_mono(payload, time_base, is_bigendian, payload_offset, width, height)
@@ -849,15 +919,30 @@ def _libcaer_cmp_decode_words(words, state, time_base, width, height, x, y, t, o
     return count, -1, 0
 
 
+@numba.njit(cache=True, nogil=True)
+def _libcaer_cmp_decode_packet(words, state, time_base, width, height):
+    """Count (on a copy of the state), allocate, decode: one call from Python. Returns
+    (x, y, t, on, index of the first bad word or -1, fault)."""
+    empty16 = np.empty(0, np.uint16)
+    count, bad, fault = _libcaer_cmp_decode_words(
+        words, state.copy(), time_base, width, height, empty16, empty16, np.empty(0, np.int64),
+        np.empty(0, np.int8))
+    if fault:
+        return empty16, empty16, np.empty(0, np.int64), np.empty(0, np.int8), bad, fault
+    x = np.empty(count, np.uint16)
+    y = np.empty(count, np.uint16)
+    t = np.empty(count, np.int64)
+    on = np.empty(count, np.int8)
+    _libcaer_cmp_decode_words(words, state, time_base, width, height, x, y, t, on)
+    return x, y, t, on, -1, 0
+
+
 def _decode_libcaer_cmp(payload: np.ndarray, time_base: int, is_bigendian: bool,
                         payload_offset: int, width: int, height: int,
                         state: np.ndarray) -> Events:
     words = _payload_words(payload, 2, is_bigendian, ENCODING_LIBCAER_CMP, payload_offset)
-    counting_state = state.copy()
-    empty16 = np.empty(0, np.uint16)
-    count, bad, fault = _libcaer_cmp_decode_words(
-        words, counting_state, time_base, width, height, empty16, empty16,
-        np.empty(0, np.int64), np.empty(0, np.int8))
+    x, y, t, on, bad, fault = _libcaer_cmp_decode_packet(words, state, np.int64(time_base), width,
+                                                         height)
     if fault:
         word = int(words[bad])
         what = {1: f"unknown libcaer_cmp word code {word >> 12}",
@@ -865,11 +950,6 @@ def _decode_libcaer_cmp(payload: np.ndarray, time_base: int, is_bigendian: bool,
                 3: "libcaer_cmp event before any ADDR_X / VECT_BASE_Y word"}[fault]
         raise EventDecodeError(f"malformed message: {what} in word {word:#06x} at byte offset "
                                f"{payload_offset + 2 * bad}")
-    x = np.empty(count, np.uint16)
-    y = np.empty(count, np.uint16)
-    t = np.empty(count, np.int64)
-    on = np.empty(count, np.int8)
-    _libcaer_cmp_decode_words(words, state, time_base, width, height, x, y, t, on)
     return Events(x, y, t, on * np.int8(2) - np.int8(1))
 
 
@@ -1043,6 +1123,30 @@ def _evt3_decode_words(words, state, width, height, x, y, t_us, on, trigger_t_us
     return count, triggers, -1, 0
 
 
+@numba.njit(cache=True, nogil=True)
+def _evt3_decode_packet(words, state, width, height):
+    """Count (on a copy of the state), allocate, decode: one call from Python. Returns
+    (x, y, t_us, on, trigger t_us, edge, id, index of the first bad word or -1, fault);
+    the state advances only when there is no fault."""
+    empty16 = np.empty(0, np.uint16)
+    empty8 = np.empty(0, np.uint8)
+    empty64 = np.empty(0, np.int64)
+    count, trigger_count, bad, fault = _evt3_decode_words(
+        words, state.copy(), width, height, empty16, empty16, empty64, empty8, empty64, empty8,
+        empty8)
+    if fault:
+        return empty16, empty16, empty64, empty8, empty64, empty8, empty8, bad, fault
+    x = np.empty(count, np.uint16)
+    y = np.empty(count, np.uint16)
+    t_us = np.empty(count, np.int64)
+    on = np.empty(count, np.uint8)
+    trigger_t_us = np.empty(trigger_count, np.int64)
+    edge = np.empty(trigger_count, np.uint8)
+    trigger_id = np.empty(trigger_count, np.uint8)
+    _evt3_decode_words(words, state, width, height, x, y, t_us, on, trigger_t_us, edge, trigger_id)
+    return x, y, t_us, on, trigger_t_us, edge, trigger_id, -1, 0
+
+
 class Evt3Decoder:
     """Stateful EVT 3.0 decoder for one stream of packets (times, y, vector base carry over).
 
@@ -1063,29 +1167,21 @@ class Evt3Decoder:
                              height: int = 2048) -> tuple[Events, Triggers]:
         """Decode one packet's payload bytes into CD events and external-trigger events."""
         words = _payload_words(payload, 2, is_bigendian, ENCODING_EVT3, payload_offset)
-        counting_state = self.state.copy()
-        empty16, empty8, empty64 = np.empty(0, np.uint16), np.empty(0, np.uint8), np.empty(0, np.int64)
-        count, trigger_count, bad_word, fault = _evt3_decode_words(
-            words, counting_state, width, height, empty16, empty16, empty64, empty8,
-            empty64, empty8, empty8)
+        x, y, t_us, on, trigger_t_us, edge, trigger_id, bad_word, fault = _evt3_decode_packet(
+            words, self.state, width, height)
         if fault:
             word = int(words[bad_word])
             what = (f"unknown EVT3 word type {word >> 12:#x}" if fault == 1 else
                     f"EVT3 event outside the sensor {width}x{height} px")
             raise EventDecodeError(f"malformed message: {what} in word {word:#06x} at byte "
                                    f"offset {payload_offset + 2 * bad_word}")
-        x = np.empty(count, np.uint16)
-        y = np.empty(count, np.uint16)
-        t_us = np.empty(count, np.int64)
-        on = np.empty(count, np.uint8)
-        triggers = Triggers(np.empty(trigger_count, np.int64), np.empty(trigger_count, np.uint8),
-                            np.empty(trigger_count, np.uint8))
-        _evt3_decode_words(words, self.state, width, height, x, y, t_us, on, triggers.t,
-                           triggers.edge, triggers.id)
         offset = np.int64(self.time_offset_ns)
-        t = t_us * 1000 + offset
-        triggers.t[:] = triggers.t * 1000 + offset
-        return Events(x, y, t, on.view(np.int8) * np.int8(2) - np.int8(1)), triggers
+        t_us *= 1000
+        t_us += offset
+        trigger_t_us *= 1000
+        trigger_t_us += offset
+        return (Events(x, y, t_us, on.view(np.int8) * np.int8(2) - np.int8(1)),
+                Triggers(trigger_t_us, edge, trigger_id))
 
 
 def encode_evt3_words(events: Events, time_offset_ns: int = 0) -> np.ndarray:

@@ -566,3 +566,32 @@ def test_host_clock_streams_keep_their_times(encoding):
 def test_event_message_decoder_refuses_unknown_types():
     with pytest.raises(ValueError, match="unknown event message type 'prophesee_event_msgs/EventArray'"):
         transport.EventMessageDecoder("prophesee_event_msgs/EventArray")
+
+
+def test_fast_packet_header_path_agrees_with_the_checked_one():
+    """decode_event_packet parses well-formed CDR headers in a few struct calls and falls
+    back to the field-by-field path otherwise: on any corruption, the fast path either
+    declines or reads exactly what the checked path reads."""
+    events = clustered_events(40, 4, width=240, height=180)
+    buffer = transport.encode_event_packet(events, 180, 240, "libcaer_cmp", "camera_frame")
+    assert transport._packet_header_fast(buffer) is not None
+    rng = np.random.default_rng(21)
+    declined = 0
+    for _ in range(3000):
+        corrupted = bytearray(buffer)
+        for position in rng.integers(0, 90, rng.integers(1, 3)):  # the header and first words
+            corrupted[position] = rng.integers(0, 256)
+        corrupted = bytes(corrupted)
+        fast = transport._packet_header_fast(corrupted)
+        try:
+            checked = transport._packet_header_checked(corrupted, ros1=False)
+        except EventDecodeError:
+            assert fast is None
+            declined += 1
+            continue
+        if fast is None:
+            declined += 1
+            continue
+        assert fast[:9] == checked[:9] and fast[10] == checked[10]
+        assert np.array_equal(fast[9], checked[9])
+    assert 0 < declined < 3000
