@@ -167,3 +167,24 @@ def test_a_bag_without_storage_identifier_is_read_by_its_file_suffix(tmp_path, v
     (bag / "metadata.yaml").write_text(text)
     with pytest.raises(BagError, match="names no storage_identifier .*expected .mcap or .db3"):
         list(bags.iter_bag_events(bag))
+
+
+@pytest.mark.parametrize("relative", ["event_camera_py/test_events_1.bag", "event_camera_codecs/test_data_mono_cd"],
+                         ids=["ROS 1 EventPacket", "legacy event_array_msgs"])
+def test_replay_sends_these_bags_as_ros2_event_packets(relative):
+    """What focus-ros replay publishes: CDR EventPacket bytes (a ROS 1 packet converted,
+    its event bytes untouched; the legacy type under the EventPacket name it equals) that
+    the node's decoder turns into the readers' events; counts and first times for pacing."""
+    path = peer_bag(relative)
+    source = bags.open_bag_messages(path)
+    assert set(source.topics.values()) == {"event_camera_msgs/msg/EventPacket"}
+    subscriber = transport.EventMessageDecoder("event_camera_msgs/EventPacket")
+    published, counts, firsts = [], [], []
+    for _, msgtype, _, payload, count, first in source.messages():
+        events, _ = subscriber(payload)
+        published.append(events)
+        counts.append(count)
+        firsts.append(first)
+        assert count == len(events) and first == (int(events.t[0]) if count else -1)
+    read = Events.concatenate(e for e, _ in bags.iter_bag_events(path))
+    assert Events.concatenate(published).equals(read)
