@@ -659,46 +659,23 @@ def encode_event_packet(events: Events, height: int, width: int, encoding: str =
     else:
         raise ValueError(f"unknown EventPacket encoding {encoding!r} "
                          f"(supported: {', '.join(SUPPORTED_PACKET_ENCODINGS)})")
-    stamp = _default_stamp(events, stamp_ns)
+    # is_bigendian False: the encoders write little endian
+    return _serialize_packet(_default_stamp(events, stamp_ns), frame_id, height, width, seq,
+                             base, encoding, False, payload, ros1)
+
+
+def _serialize_packet(stamp_ns: int, frame_id: str, height: int, width: int, seq: int,
+                      time_base: int, encoding: str, is_bigendian: bool, payload: bytes,
+                      ros1: bool) -> bytes:
+    """EventPacket fields -> ROS 1 bytes or ROS 2 CDR (little endian)."""
     if ros1:
-        seconds, nanoseconds = _split_stamp(stamp, "header stamp", unsigned=True)
+        seconds, nanoseconds = _split_stamp(stamp_ns, "header stamp", unsigned=True)
         frame = frame_id.encode("utf-8")
         raw_encoding = encoding.encode("utf-8")
         head = struct.pack(f"<IIII{len(frame)}sIIQQI{len(raw_encoding)}sBI", 0, seconds,
-                           nanoseconds, len(frame), frame, height, width, seq, base,
-                           len(raw_encoding), raw_encoding, 0, len(payload))
+                           nanoseconds, len(frame), frame, height, width, seq, time_base,
+                           len(raw_encoding), raw_encoding, int(is_bigendian), len(payload))
         return head + payload
-    writer = _CdrWriter()
-    writer.header(stamp, frame_id)
-    writer.scalar("I", height)
-    writer.scalar("I", width)
-    writer.scalar("Q", seq)
-    writer.scalar("Q", base)
-    writer.string(encoding)
-    writer.scalar("B", 0)  # is_bigendian: payload written little endian
-    writer.scalar("I", len(payload))
-    return b"\x00\x01\x00\x00" + bytes(writer.body) + payload
-
-
-def event_packet_ros1_to_cdr(buffer) -> bytes:
-    """The ROS 2 CDR bytes of a ROS 1 serialized EventPacket, its event bytes untouched
-    (for republishing a ROS 1 bag on ROS 2). Raises EventDecodeError when malformed."""
-    reader = _FieldReader(buffer, little_endian=True, origin=0, cdr=False)
-    reader.scalar("I", "header.seq")
-    stamp_ns = reader.stamp_ns(signed_seconds=False)
-    frame_id = reader.string("header.frame_id")
-    height, width = reader.image_size()
-    seq = reader.scalar("Q", "seq")
-    time_base = reader.scalar("Q", "time_base")
-    encoding = reader.string("encoding")
-    is_bigendian = reader.scalar("B", "is_bigendian")
-    count = reader.sequence_length(1, "events")
-    reader.require(count, f"{count} event bytes")
-    payload = bytes(reader.data[reader.position:reader.position + count])
-    if reader.position + count != len(reader.data):
-        raise EventDecodeError(
-            f"malformed message: {len(reader.data) - reader.position - count} unexpected bytes "
-            f"after the event bytes at byte offset {reader.position + count}")
     writer = _CdrWriter()
     writer.header(stamp_ns, frame_id)
     writer.scalar("I", height)
@@ -706,9 +683,18 @@ def event_packet_ros1_to_cdr(buffer) -> bytes:
     writer.scalar("Q", seq)
     writer.scalar("Q", time_base)
     writer.string(encoding)
-    writer.scalar("B", is_bigendian)
-    writer.scalar("I", count)
+    writer.scalar("B", int(is_bigendian))
+    writer.scalar("I", len(payload))
     return b"\x00\x01\x00\x00" + bytes(writer.body) + payload
+
+
+def event_packet_ros1_to_cdr(buffer) -> bytes:
+    """The ROS 2 CDR bytes of a ROS 1 serialized EventPacket, its event bytes untouched
+    (for republishing a ROS 1 bag on ROS 2). Raises EventDecodeError when malformed."""
+    (stamp_ns, frame_id, height, width, seq, time_base, encoding, _, is_bigendian, payload,
+     _) = _packet_header_checked(buffer, ros1=True)
+    return _serialize_packet(stamp_ns, frame_id, height, width, seq, time_base, encoding,
+                             is_bigendian, payload.tobytes(), ros1=False)
 
 
 def _sensor_microseconds(events: Events, offset_ns: int, encoding: str) -> np.ndarray:
@@ -954,6 +940,18 @@ def _decode_libcaer_cmp(payload: np.ndarray, time_base: int, is_bigendian: bool,
 
 
 @numba.njit(cache=True, nogil=True)
+def _libcaer_cmp_flush(words, n, mask, polarity, row_high, last_row):
+    """Write a run of rows (bit i of mask: row row_high + i) at words[n]: ADDR_Y for a
+    single event, VECT_BASE_Y + VECT_8 otherwise. Returns the new word count."""
+    if mask & (mask - 1) == 0:
+        words[n] = (3 << 12) | (polarity << 11) | last_row
+        return n + 1
+    words[n] = (4 << 12) | (polarity << 11) | row_high
+    words[n + 1] = (5 << 12) | mask
+    return n + 2
+
+
+@numba.njit(cache=True, nogil=True)
 def _libcaer_cmp_encode(dt_us, x, y, on, words):
     """Fill words (room for 5 per event + 1); returns how many were written."""
     n = 0
@@ -973,13 +971,7 @@ def _libcaer_cmp_encode(dt_us, x, y, on, words):
                       and on[i] == mask_polarity and row_high == mask_row_high
                       and mask != 0 and (mask >> row_low) == 0)
         if not same_group and mask != 0:  # flush the pending run
-            if mask & (mask - 1) == 0:
-                words[n] = (3 << 12) | (mask_polarity << 11) | last_row
-                n += 1
-            else:
-                words[n] = (4 << 12) | (mask_polarity << 11) | mask_row_high
-                words[n + 1] = (5 << 12) | mask
-                n += 2
+            n = _libcaer_cmp_flush(words, n, mask, mask_polarity, mask_row_high, last_row)
             mask = 0
         if event_high != high:
             high = event_high
@@ -998,13 +990,7 @@ def _libcaer_cmp_encode(dt_us, x, y, on, words):
         mask |= 1 << row_low
         last_row = y[i]
     if mask != 0:
-        if mask & (mask - 1) == 0:
-            words[n] = (3 << 12) | (mask_polarity << 11) | last_row
-            n += 1
-        else:
-            words[n] = (4 << 12) | (mask_polarity << 11) | mask_row_high
-            words[n + 1] = (5 << 12) | mask
-            n += 2
+        n = _libcaer_cmp_flush(words, n, mask, mask_polarity, mask_row_high, last_row)
     return n
 
 
