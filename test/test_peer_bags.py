@@ -188,3 +188,17 @@ def test_replay_sends_these_bags_as_ros2_event_packets(relative):
         assert count == len(events) and first == (int(events.t[0]) if count else -1)
     read = Events.concatenate(e for e, _ in bags.iter_bag_events(path))
     assert Events.concatenate(published).equals(read)
+
+
+def test_a_cut_ros1_event_packet_bag_gives_back_its_events_up_to_the_cut(tmp_path):
+    source = peer_bag("event_camera_py/test_events_1.bag")
+    cut = tmp_path / "cut.bag"
+    cut.write_bytes(source.read_bytes()[:len(source.read_bytes()) // 2])
+    received = []
+    with pytest.raises(BagError, match="damaged ROS 1 bag .* event messages record by record"):
+        for events, _ in bags.iter_bag_events(cut):
+            received.append(events)
+    whole = Events.concatenate(e for e, _ in bags.iter_bag_events(source))
+    got = Events.concatenate(received)
+    assert 0.3 * len(whole) < len(got) < len(whole)
+    assert got.equals(whole[:len(got)])  # the same ROS time mapping, message for message
