@@ -202,3 +202,14 @@ def test_a_cut_ros1_event_packet_bag_gives_back_its_events_up_to_the_cut(tmp_pat
     got = Events.concatenate(received)
     assert 0.3 * len(whole) < len(got) < len(whole)
     assert got.equals(whole[:len(got)])  # the same ROS time mapping, message for message
+
+
+def test_a_storage_file_given_for_its_bag_folder_is_a_one_line_error(capsys):
+    from focus_ros.cli import main
+
+    storage_file = peer_bag("event_camera_py/test_events_1") / "test_events_1.db3"
+    assert main(["info", str(storage_file)]) == 1
+    error = capsys.readouterr().err.strip()
+    assert "storage file; give the bag folder" in error and "\n" not in error
+    with pytest.raises(BagError, match="give the bag folder"):
+        bags.bag_version(storage_file)

@@ -112,6 +112,9 @@ def bag_version(path) -> int:
         return 2
     if not path.exists():
         raise BagError(f"bag not found: {path}")
+    if path.is_file() and path.suffix in _STORAGE_BY_SUFFIX:
+        raise BagError(f"{path}: a ROS 2 bag's storage file; give the bag folder {path.parent} "
+                       f"(with its metadata.yaml)")
     raise BagError(f"{path}: not a bag (expected a ROS 1 .bag file or a ROS 2 bag folder "
                    f"with metadata.yaml)")
 
