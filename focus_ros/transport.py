@@ -10,8 +10,13 @@ Messages handled (field for field as in ``interfaces/``):
   Event[] events``; ``Event``: ``uint16 x, uint16 y, builtin_interfaces/Time ts,
   bool polarity``), in ROS 2 CDR (:func:`decode_event_array`, :func:`encode_event_array`)
   and ROS 1 serialization (:func:`decode_event_array_ros1`, :func:`encode_event_array_ros1`).
-- ``event_camera_msgs/EventPacket`` in ROS 2 CDR, encodings ``mono`` and ``evt3``
-  (:func:`decode_event_packet`, :func:`encode_event_packet`).
+- ``event_camera_msgs/EventPacket`` (and the legacy ``event_array_msgs/EventArray``, the
+  same fields) in ROS 2 CDR and ROS 1 serialization, encodings ``evt3`` (Prophesee,
+  metavision_driver), ``libcaer_cmp`` and ``libcaer`` (iniVation DAVIS / DVXplorer,
+  libcaer_driver) and ``mono`` (:func:`decode_event_packet`, :func:`encode_event_packet`;
+  numba kernels for the word streams).
+- :class:`EventMessageDecoder`: one topic's stream of messages -> Events in ROS time, the
+  one time convention of the node, the bag readers and the command line (see there).
 
 ROS 2 CDR as rclpy / Fast DDS produce it (XCDR1, "plain CDR"): a 4-byte encapsulation
 header (``00 00`` big endian or ``00 01`` little endian, then 2 option bytes), then the
