@@ -9,12 +9,12 @@ import sys
 
 #: subcommand name -> module in focus_ros.commands
 SUBCOMMANDS = {
+    "info": "info",
     "estimate": "estimate",
     "simulate": "simulate",
     "replay": "replay",
     "evaluate": "evaluate",
     "landscape": "landscape",
-    "info": "info",
 }
 
 
