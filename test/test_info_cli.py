@@ -74,3 +74,19 @@ def test_info_errors_are_one_line(tmp_path, capsys):
     assert main(["info", str(tmp_path / "missing")]) == 1
     error = capsys.readouterr().err.strip()
     assert error.startswith("focus-ros info: error:") and "missing" in error and "\n" not in error
+
+
+def test_info_on_an_event_camera_dataset_folder(tmp_path, capsys):
+    from focus_ros.sources.ecd import write_ecd_folder
+
+    recording = synthetic_recording()
+    events = recording.events[:60_000]
+    write_ecd_folder(tmp_path / "seq", Recording(events=events, imu=recording.imu))
+    assert main(["info", str(tmp_path / "seq"), "--json", "--quiet"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    (stream,) = report["event_streams"]
+    assert (stream["events"], stream["on"]) == (len(events), int(np.count_nonzero(events.p > 0)))
+    assert (stream["first_event_ns"], stream["last_event_ns"]) == (int(events.t[0]), int(events.t[-1]))
+    assert (stream["max_x"], stream["max_y"]) == (int(events.x.max()), int(events.y.max()))
+    assert report["format"] == "Event Camera Dataset folder" and report["imu"] == ["imu.txt"]
+    assert report["camera_info"] == [] and report["poses"] == []
