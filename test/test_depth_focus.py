@@ -9,7 +9,7 @@ from focus_ros.depth.focus import (NOT_ON_PATCHES, PATCH_LOSSES, PatchFocus, che
 from focus_ros.losses import LOSSES, LossOptions, get_loss
 
 
-def _random_dsi(signed: bool, seed: int = 0, shape=(6, 9, 11)) -> np.ndarray:
+def _random_dsi(signed: bool, seed: int = 0, shape=(9, 11, 6)) -> np.ndarray:
     """Sparse bilinear-like votes: zero on most voxels, fractional counts elsewhere."""
     generator = np.random.default_rng(seed)
     votes = generator.gamma(0.6, 1.5, shape) * (generator.random(shape) < 0.5)
@@ -40,12 +40,12 @@ def test_patch_loss_equals_registry_loss_of_the_cropped_weighted_slice(name, siz
     weights = gaussian_patch_weights(size, sigma)
     options = LossOptions(local_sigma_px=0.8)
     values = PatchFocus(name, weights, options).values(votes)
-    planes, height, width = votes.shape
+    height, width, planes = votes.shape
     for y, x in [(0, 0), (4, 5), (8, 10), (0, 7), (5, 0), (2, 3)]:  # corners, borders, inside
         for plane in range(planes):
-            image = votes[plane].astype(np.float64)
+            image = votes[:, :, plane].astype(np.float64)
             expected = reference_patch_value(name, image, x, y, weights, options)
-            assert values[plane, y, x] == pytest.approx(expected, rel=2e-5, abs=1e-6 * (1 + abs(expected))), \
+            assert values[y, x, plane] == pytest.approx(expected, rel=2e-5, abs=1e-6 * (1 + abs(expected))), \
                 (name, x, y, plane)
 
 
@@ -62,7 +62,7 @@ def test_peaks_parabola_refinement_and_max_vote():
     inverse_depths = np.linspace(2.0, 0.5, 31)
     # a parabola in plane index peaking at 12.3: the refinement recovers it exactly
     index = np.arange(31.0)
-    scores = (10.0 - (index - 12.3) ** 2).astype(np.float32).reshape(31, 1, 1)
+    scores = (10.0 - (index - 12.3) ** 2).astype(np.float32).reshape(1, 1, 31)
     depth, confidence, position = focus_peaks(scores, inverse_depths)
     assert position[0, 0] == pytest.approx(12.3, abs=1e-4)
     rho = 2.0 + 12.3 * (0.5 - 2.0) / 30
@@ -71,7 +71,7 @@ def test_peaks_parabola_refinement_and_max_vote():
     assert confidence[0, 0] == pytest.approx(10.0 - 0.3 ** 2 - np.median(scores), rel=1e-6)
     depth, _, position = focus_peaks(scores, inverse_depths, refine=False)
     assert position[0, 0] == 12.0
-    votes = np.zeros((31, 1, 1), np.float32)
-    votes[7, 0, 0] = -3.0
-    votes[3, 0, 0] = 2.0
-    assert np.argmax(max_vote_scores(votes)[:, 0, 0]) == 7
+    votes = np.zeros((1, 1, 31), np.float32)
+    votes[0, 0, 7] = -3.0
+    votes[0, 0, 3] = 2.0
+    assert np.argmax(max_vote_scores(votes)[0, 0]) == 7

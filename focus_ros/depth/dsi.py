@@ -25,8 +25,9 @@ first, middle and last events (0.02 px for 1024 events at 1 Mev/s, 0.25 m/s, z_m
 1 rad/s at f = 200 px).
 
 Memory: ``width · height · planes · 4`` bytes (float32): 240×180×100 = 17 MB,
-346×260×100 = 36 MB, 640×480×100 = 123 MB. Layout (planes, height, width): slice i is
-``votes[i]``. Events are processed in blocks of :data:`VOTE_BLOCK_EVENTS`: their rays
+346×260×100 = 36 MB, 640×480×100 = 123 MB. Stored plane by plane,
+:attr:`DisparitySpaceImage.slices` (planes, height, width); :attr:`DisparitySpaceImage.votes`
+is the same memory seen as (height, width, planes), ``votes[y, x]`` being a pixel's ray. Events are processed in blocks of :data:`VOTE_BLOCK_EVENTS`: their rays
 first, then their votes plane by plane, so that the slice being written stays in cache
 (with large parallax an event's votes in consecutive planes are pixels apart: voting
 event by event into all planes ran 7x slower at slider_depth's parallax). The rays take
@@ -180,7 +181,7 @@ def _vote_block(x0, y0, dx, dy, first_plane, end_plane, weights, use_weights, vo
 
 
 class DisparitySpaceImage:
-    """Votes (planes, height, width) float32 of events back-projected into the depth planes
+    """Votes of events back-projected into the depth planes
     of one reference view; reusable from keyframe to keyframe (:meth:`reset`).
 
     calibration: the camera (events are undistorted through its bearing look-up table;
@@ -205,7 +206,10 @@ class DisparitySpaceImage:
         self.depths_m = depths_m
         self.inverse_depths = 1.0 / depths_m
         self.events_per_pose = int(events_per_pose)
-        self.votes = np.zeros((len(depths_m), calibration.height, calibration.width), np.float32)
+        #: the votes slice by slice, (planes, height, width) float32, C-contiguous
+        self.slices = np.zeros((len(depths_m), calibration.height, calibration.width), np.float32)
+        #: the same votes as (height, width, planes): votes[y, x] is the ray of pixel (x, y)
+        self.votes = np.moveaxis(self.slices, 0, -1)
         self._bearings = calibration.bearing_lut()
         self.reset()
 
@@ -215,11 +219,11 @@ class DisparitySpaceImage:
 
     @property
     def nbytes(self) -> int:
-        return self.votes.nbytes
+        return self.slices.nbytes
 
     def reset(self, t_ref_ns: int | None = None, world_from_reference: np.ndarray | None = None) -> None:
         """Zero the votes and set the reference view (time ns, 4×4 world_from_camera, m)."""
-        self.votes.fill(0.0)
+        self.slices.fill(0.0)
         self.t_ref_ns = t_ref_ns
         self.world_from_reference = None if world_from_reference is None else np.asarray(world_from_reference, float)
         self.event_count = 0
@@ -230,11 +234,11 @@ class DisparitySpaceImage:
 
     def slice(self, plane: int) -> np.ndarray:
         """The image of warped events of plane ``plane`` (height, width) float32 (a view)."""
-        return self.votes[plane]
+        return self.slices[plane]
 
     def ray(self, x: int, y: int) -> np.ndarray:
         """The votes of pixel (x, y) of the reference view in every plane (planes,) float32."""
-        return self.votes[:, y, x]
+        return self.slices[:, y, x]
 
     def add_events(self, events: Events, trajectory, use_polarity: bool = False) -> int:
         """Back-project ``events`` with camera poses from ``trajectory`` (a
@@ -290,7 +294,7 @@ class DisparitySpaceImage:
         for block in range(0, count, VOTE_BLOCK_EVENTS):
             part = slice(block, block + VOTE_BLOCK_EVENTS)
             cast += _vote_block(x0[part], y0[part], dx[part], dy[part], first_plane[part], end_plane[part],
-                                weights[part] if use_polarity else weights, use_polarity, self.votes)
+                                weights[part] if use_polarity else weights, use_polarity, self.slices)
         self.event_count += count
         self.vote_count += int(cast)
         return int(cast)

@@ -207,34 +207,37 @@ class PatchFocus:
     # ---------------------------------------------------------------- evaluation
 
     def values(self, votes: np.ndarray) -> np.ndarray:
-        """Focus values (planes, height, width) float32 — the registry value, not signed —
-        of every voxel of ``votes`` (planes, height, width), see the module docstring."""
-        votes = np.asarray(votes)
-        planes, height, width = votes.shape
+        """Focus values (height, width, planes) float32 — the registry value, not signed —
+        of every voxel of ``votes`` (height, width, planes), see the module docstring.
+        (Computed slice by slice: a C-contiguous (planes, height, width) array, e.g.
+        ``DisparitySpaceImage.slices``, is best passed as ``np.moveaxis(slices, 0, -1)``,
+        which is what ``DisparitySpaceImage.votes`` is; the result is such a view.)"""
+        slices = np.moveaxis(np.asarray(votes), -1, 0)
+        planes, height, width = slices.shape
         out = np.empty((planes, height, width), np.float32)
         size, radius = self.size_px, self.size_px // 2
         if self.loss.name in QUADRATIC_LOSSES:
             # Σ_m λ_m (v_m ⋆ slice)²: one zero-padded correlation per eigenvector
             kernels = [self._vectors[:, m].reshape(size, size) for m in range(len(self._eigenvalues))]
             for plane in range(planes):
-                image = votes[plane].astype(np.float64)
+                image = slices[plane].astype(np.float64)
                 total = np.zeros((height, width))
                 for eigenvalue, kernel in zip(self._eigenvalues, kernels):
                     projection = cv2.filter2D(image, cv2.CV_64F, kernel, borderType=cv2.BORDER_CONSTANT)
                     total += eigenvalue * projection * projection
                 out[plane] = total
-            return out
+            return np.moveaxis(out, 0, -1)
         padded = np.zeros((height + 2 * radius, width + 2 * radius))
         for plane in range(planes):
-            padded[radius:radius + height, radius:radius + width] = votes[plane]
+            padded[radius:radius + height, radius:radius + width] = slices[plane]
             patches = np.stack([padded[radius + dy:radius + dy + height, radius + dx:radius + dx + width]
                                 for dy, dx in zip(self.offset_y, self.offset_x)], axis=-1)
             patches *= self._flat_weights
             out[plane] = self._elementwise(patches.reshape(-1, len(self._flat_weights))).reshape(height, width)
-        return out
+        return np.moveaxis(out, 0, -1)
 
     def scores(self, votes: np.ndarray) -> np.ndarray:
-        """``sign · values``: higher is sharper (float32, planes × height × width)."""
+        """``sign · values``: higher is sharper (float32, height × width × planes)."""
         values = self.values(votes)
         if self.sign < 0:
             np.negative(values, out=values)
@@ -313,7 +316,7 @@ def _peaks(scores, inverse_depths, refine, depth_out, confidence_out, index_out)
 
 
 def focus_peaks(scores: np.ndarray, inverse_depths: np.ndarray, refine: bool = True):
-    """For scores (planes, H, W): (depth (H, W) float32 m, confidence (H, W) float32, plane position (H, W) float32,
+    """For scores (H, W, planes): (depth (H, W) float32 m, confidence (H, W) float32, plane position (H, W) float32,
     fractional) of the highest score along every pixel's ray. ``refine``: a parabola through
     the peak and its two neighbours (in plane index, i.e. inverse depth).
 
@@ -321,10 +324,10 @@ def focus_peaks(scores: np.ndarray, inverse_depths: np.ndarray, refine: bool = T
     the ray (score units). The paper takes the focus value at the peak; for the losses to
     maximise the two differ by the curve's floor, but for those to minimise (the areas) the
     value at the peak is highest on empty patches, so the contrast is used for all."""
-    _, height, width = scores.shape
+    height, width, _ = scores.shape
     depth = np.empty((height, width), np.float32)
     confidence = np.empty((height, width), np.float32)
     index = np.empty((height, width), np.float32)
-    rays = np.ascontiguousarray(np.moveaxis(scores, 0, -1))  # (height, width, planes): one ray per row
+    rays = np.ascontiguousarray(scores, dtype=np.float32)  # one ray per (y, x), planes contiguous
     _peaks(rays, np.asarray(inverse_depths, np.float64), bool(refine), depth, confidence, index)
     return depth, confidence, index

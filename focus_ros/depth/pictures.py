@@ -26,9 +26,9 @@ def depth_colors(depth_m: np.ndarray, z_min_m: float, z_max_m: float) -> np.ndar
 
 
 def event_image(votes: np.ndarray) -> np.ndarray:
-    """A sharp grey image of the reference view from a DSI (planes, height, width): the
-    largest |vote| along every ray (the in-focus slice of every pixel)."""
-    return np.abs(votes).max(axis=0)
+    """A sharp grey image of the reference view from DSI votes (height, width, planes):
+    the largest |vote| along every ray (the in-focus slice of every pixel)."""
+    return np.abs(votes).max(axis=2)
 
 
 def depth_picture(depth_m: np.ndarray, background: np.ndarray | None, z_min_m: float, z_max_m: float) -> np.ndarray:

@@ -191,7 +191,7 @@ class DepthEstimator:
         return self.dsi
 
     def focus_scores(self, dsi: DisparitySpaceImage, method: str | None = None, loss: str | None = None) -> np.ndarray:
-        """Scores (planes, H, W) float32, higher = sharper: ``sign · loss`` on patches, or votes."""
+        """Scores (H, W, planes) float32, higher = sharper: ``sign · loss`` on patches, or votes."""
         method = self.settings.method if method is None else method
         if method == MAX_VOTE:
             return max_vote_scores(dsi.votes)
@@ -221,7 +221,7 @@ class DepthEstimator:
         depth, confidence, _ = focus_peaks(scores, dsi.inverse_depths, settings.refine_peak)
         timing["peaks"] = time.perf_counter() - mark
         mark = time.perf_counter()
-        observed = np.any(dsi.votes != 0.0, axis=0)
+        observed = np.any(dsi.slices != 0.0, axis=0)
         mask = adaptive_threshold_mask(confidence, observed, settings.threshold_block_px,
                                        settings.threshold_offset, settings.min_confidence_rank)
         filtered = median_filter_depth(depth, mask, settings.median_filter_px)
