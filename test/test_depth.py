@@ -250,3 +250,11 @@ def test_depth_command_warns_on_pure_rotation(calibration, tmp_path, capsys):
     assert main(["depth", str(tmp_path / "rotation"), "-o", str(tmp_path / "out"), "--quiet"]) == 0
     error = capsys.readouterr().err
     assert "warning: keyframe 0: no parallax" in error and "Traceback" not in error
+
+
+def test_flat_focus_curves_get_no_depth(calibration, scene):
+    # the variance of a 1x1 patch is 0 on every plane: no peak anywhere, so no points
+    estimator = DepthEstimator(calibration, _settings(patch_size_px=1))
+    keyframe = estimator.depth_from_dsi(estimator.build_dsi(scene.events, scene.trajectory), loss="variance")
+    assert keyframe.point_count == 0 and np.isnan(keyframe.depth_m).all()
+    assert np.nanmax(keyframe.confidence) == 0.0

@@ -222,7 +222,9 @@ class DepthEstimator:
         timing["peaks"] = time.perf_counter() - mark
         mark = time.perf_counter()
         observed = np.any(dsi.slices != 0.0, axis=0)
-        mask = adaptive_threshold_mask(confidence, observed, settings.threshold_block_px,
+        # a flat focus curve (no contrast, e.g. a constant patch) has no depth
+        peaked = observed & (confidence > 0.0)
+        mask = adaptive_threshold_mask(confidence, peaked, settings.threshold_block_px,
                                        settings.threshold_offset, settings.min_confidence_rank)
         filtered = median_filter_depth(depth, mask, settings.median_filter_px)
         points, pixels = back_project(filtered, self.calibration, dsi.world_from_reference)
