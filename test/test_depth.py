@@ -13,6 +13,7 @@ from focus_ros.depth.ply import PlyAppender, read_ply, write_ply
 from focus_ros.depth.synthetic import plane_events
 from focus_ros.estimators.depth import DepthEstimator, DepthSettings, KeyframeSelector
 from focus_ros.events import Events
+from focus_ros.poses import Trajectory
 from focus_ros.sources.ecd import write_ecd_folder
 from focus_ros.sources.recording import Poses, Recording
 
@@ -147,6 +148,32 @@ def test_keyframe_selector_by_events_and_by_baseline(scene):
         assert (keyframe.t[-1] - keyframe.t[0]) / S == pytest.approx(0.2, abs=0.01)
     with pytest.raises(ValueError, match="needs the trajectory"):
         selector.push(chunks[0])
+
+
+def test_keyframe_selector_on_a_stream_of_small_messages_with_lagging_poses(scene):
+    """1-ms messages, poses arriving 50 ms behind the events: the same keyframes as offline."""
+    events = scene.events[:100_000]
+    offline = KeyframeSelector(every_events=10**9, every_baseline_m=0.03, baseline_check_events=100)
+    expected = offline.push(events, scene.trajectory)
+    assert len(expected) >= 2
+    whole = scene.trajectory
+    streamed = Trajectory()
+    selector = KeyframeSelector(every_events=10**9, every_baseline_m=0.03, baseline_check_events=100)
+    got, pose_index = [], 0
+    boundaries = np.searchsorted(events.t, np.arange(0, int(events.t[-1]) + 2_000_000, 1_000_000))
+    for start, end in zip(boundaries[:-1], boundaries[1:]):
+        message = events[start:end]
+        now = int(message.t[-1]) if len(message) else 0
+        while pose_index < len(whole) and whole.t_ns[pose_index] <= now - 50_000_000:
+            streamed.append(whole.t_ns[pose_index], whole.position_m[pose_index], whole.orientation_xyzw[pose_index])
+            pose_index += 1
+        got += selector.push(message, streamed)
+    while pose_index < len(whole):  # the stream's last poses come in
+        streamed.append(whole.t_ns[pose_index], whole.position_m[pose_index], whole.orientation_xyzw[pose_index])
+        pose_index += 1
+        got += selector.push(Events.empty(), streamed)
+    assert [len(k) for k in got[:len(expected)]] == [len(k) for k in expected]
+    assert all(a.equals(b) for a, b in zip(got, expected))
 
 
 def test_settings_are_checked():
