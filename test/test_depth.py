@@ -285,3 +285,18 @@ def test_flat_focus_curves_get_no_depth(calibration, scene):
     keyframe = estimator.depth_from_dsi(estimator.build_dsi(scene.events, scene.trajectory), loss="variance")
     assert keyframe.point_count == 0 and np.isnan(keyframe.depth_m).all()
     assert np.nanmax(keyframe.confidence) == 0.0
+
+
+def test_depth_command_reads_a_bag_like_the_folder(sequence, tmp_path):
+    from focus_ros.sources.bags import write_bag
+    from focus_ros.sources.sequence import load_recording
+
+    recording = load_recording(sequence)
+    write_bag(tmp_path / "bag", recording)  # events, camera_info, /optitrack/davis poses
+    arguments = ["--keyframe-events", "60000", "--z-min", "0.5", "--z-max", "2", "--quiet", "--no-pictures"]
+    assert main(["depth", str(sequence), "-o", str(tmp_path / "from_folder"), *arguments]) == 0
+    assert main(["depth", str(tmp_path / "bag"), "-o", str(tmp_path / "from_bag"), *arguments]) == 0
+    for index in range(3):
+        np.testing.assert_array_equal(np.load(tmp_path / "from_bag" / f"keyframe_{index:04d}_depth.npy"),
+                                      np.load(tmp_path / "from_folder" / f"keyframe_{index:04d}_depth.npy"))
+    assert not (tmp_path / "from_bag" / "keyframe_0000_depth.png").exists()
