@@ -51,6 +51,20 @@ def test_depth_of_a_plane_within_half_a_plane_spacing(calibration, scene):
         assert keyframe.warning == ""
 
 
+def test_depth_with_the_camera_rotating_too(calibration):
+    # 0.5 rad/s about y while translating: the plane is tilted in the reference view, the
+    # truth differs per pixel (SyntheticPlane.depth_at)
+    rotating = plane_events(calibration, depth_m=1.0, event_count=250_000, duration_s=1.0, speed_m_s=0.25,
+                            rotation_rad_s=0.5)
+    keyframe = DepthEstimator(calibration, _settings()).estimate(rotating.events, rotating.trajectory)
+    truth = rotating.depth_at(keyframe.world_from_camera, keyframe.pixels, calibration)
+    assert truth.min() < 0.95 and truth.max() > 1.05  # really not fronto-parallel
+    error = np.abs(keyframe.depth_m[keyframe.pixels[:, 1], keyframe.pixels[:, 0]] - truth) / truth
+    assert keyframe.point_count > 3000
+    assert np.median(error) < 0.5 * (1 / Z_MIN - 1 / Z_MAX) / (PLANES - 1)
+    assert np.mean(error < 0.05) > 0.9
+
+
 def test_max_vote_baseline_on_the_same_dsi(calibration, scene):
     estimator = DepthEstimator(calibration, _settings())
     dsi = estimator.build_dsi(scene.events, scene.trajectory)
