@@ -15,6 +15,7 @@ SUBCOMMANDS = {
     "replay": "replay",
     "evaluate": "evaluate",
     "landscape": "landscape",
+    "depth": "depth",
 }
 
 
