@@ -1,0 +1,324 @@
+"""Patch optical flow by focus maximisation, window by window (the paper's Sec. 4.3).
+
+For each window of events the image is split into a grid of square patches
+(``focus_ros.patches.PatchGrid``); every patch gets the flow v (px/s, raw sensor pixels)
+maximising the focus score ``sign * loss(IWE_patch(v))`` of its events warped by
+``x'_k = x_k - (t_k - t_ref) v``. All patches are solved together: one engine call evaluates
+every patch (``PatchObjective``) and a batched BFGS (``focus_ros.optimize_batched``) runs one
+small problem per patch.
+
+The search runs in displacement units: u = v * T (px over the window's time span T), so that
+step sizes and tolerances mean the same at every event rate. Starts: each patch begins at the
+best (highest focus score) of its candidate starts — 0, its previous window's flow (or, when it
+had none, the mean of its neighbours' previous flows), and the flow of the coarser pyramid
+level when ``pyramid_patch_sizes`` is set (coarse-to-fine: larger tiles first, each level
+started from the one above).
+
+A patch's flow is reported invalid (NaN) rather than wrong when (``REASONS``):
+
+- it has fewer than ``min_events_per_patch`` events, or the window fewer than
+  ``min_window_events``;
+- its focus landscape is flat around the maximum: the score drops by less than
+  ``min_relative_drop`` of its value when u moves by ``probe_px`` in every direction
+  (no texture, noise only);
+- aperture problem: the drop along the flattest direction is below ``min_aperture_ratio`` of
+  the drop along the steepest (one straight edge: only the normal component is observable;
+  the estimator does not invent the other one);
+- the flow left the tile (|u| / 2 > margin) or the optimiser produced a non-finite value.
+
+The curvatures come from the focus score at u* ± probe along x, y and both diagonals
+(8 batched value evaluations). The confidence of a patch is its focus gain over v = 0,
+``(score(v*) - score(0)) / |score(0)|``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from focus_ros.events import NANOSECONDS_PER_SECOND, Events
+from focus_ros.losses import LOSSES, get_loss
+from focus_ros.optimize import OptimizerSettings
+from focus_ros.optimize_batched import minimize_batched
+from focus_ros.patches import PatchGrid, PatchObjective
+
+VALID, FEW_EVENTS, FLAT, APERTURE, OUT_OF_RANGE = 0, 1, 2, 3, 4
+#: reason code -> text (flow.csv's ``reason`` column, diagnostics)
+REASONS = {VALID: "valid", FEW_EVENTS: "too few events", FLAT: "flat focus landscape",
+           APERTURE: "aperture problem (one edge)", OUT_OF_RANGE: "flow out of range"}
+
+#: the batched optimiser's settings in displacement units (px over the window): first step
+#: 0.5 px, stop when a step moves less than 0.01 px or the relative cost change is below 1e-6
+FLOW_OPTIMIZER_SETTINGS = OptimizerSettings(gradient_tolerance=1e-6, value_tolerance=1e-6, step_tolerance=0.001,
+                                            max_iterations=30, initial_step=0.5, max_line_search_evaluations=6)
+
+T_REF_CHOICES = ("start", "middle", "end")
+
+#: longest step the optimiser tries (px over the window): about one blob of the landscape
+MAX_STEP_PX = 1.0
+
+
+def default_blur_sigma_px(loss) -> float:
+    """Blur of the patch IWE unless told otherwise: 1 px for the spatial losses (as for angular
+    velocity, focus_ros.estimators.angular_velocity.default_blur_sigma_px), 0 otherwise."""
+    from focus_ros.estimators.angular_velocity import default_blur_sigma_px as rotation_default
+
+    return rotation_default(loss)
+
+
+@dataclass(frozen=True)
+class OpticalFlowSettings:
+    """How to estimate patch flow (units in the names; defaults in brackets).
+
+    loss [variance]: registry name (not the timestamp loss; counts-only losses without polarity);
+    use_polarity [False]: b_k = p_k; patch_size_px [15] and patch_stride_px [= size]: the grid;
+    margin_px [4]: tile border around each patch (px); t_ref ["middle"]: "start" | "middle" | "end";
+    blur_sigma_px [None = 1 px for spatial losses, else 0]: IWE blur (px, at most 1);
+    min_events_per_patch [40], min_window_events [1000]; probe_px [1.0]: displacement (px over the
+    window) of the curvature probe; min_relative_drop [0.02]; min_aperture_ratio [0.15];
+    warm_start [True]: start from the previous window's flows; gap_reset_windows [10]: forget them
+    after a gap of that many window durations; pyramid_patch_sizes [()]: coarser patch sizes
+    (px, e.g. (60, 30)) solved first, coarse to fine; optimizer_settings: the batched BFGS's
+    stopping rules in px over the window (FLOW_OPTIMIZER_SETTINGS).
+    """
+
+    loss: str = "variance"
+    use_polarity: bool = False
+    patch_size_px: int = 15
+    patch_stride_px: int | None = None
+    margin_px: int = 4
+    t_ref: str = "middle"
+    blur_sigma_px: float | None = None
+    min_events_per_patch: int = 40
+    min_window_events: int = 1000
+    probe_px: float = 1.0
+    min_relative_drop: float = 0.02
+    min_aperture_ratio: float = 0.15
+    warm_start: bool = True
+    gap_reset_windows: float = 10.0
+    pyramid_patch_sizes: tuple = ()
+    optimizer_settings: OptimizerSettings = field(default_factory=lambda: FLOW_OPTIMIZER_SETTINGS)
+    loss_options: object = None
+
+
+@dataclass
+class FlowEstimate:
+    """Flow of every patch of one window.
+
+    t_ref_ns: reference time (ns); duration_s: the window's time span T (s); centers (P, 2):
+    patch centres (x, y) px; flow (P, 2): (vx, vy) px/s, NaN where invalid; event_counts (P,);
+    confidence (P,): focus gain over v = 0 (NaN where not evaluated); reason (P,): REASONS code;
+    iterations (P,); evaluations: engine calls for the window.
+    """
+
+    t_ref_ns: int
+    duration_s: float
+    centers: np.ndarray
+    flow: np.ndarray
+    event_counts: np.ndarray
+    confidence: np.ndarray
+    reason: np.ndarray
+    iterations: np.ndarray
+    evaluations: int
+    grid: PatchGrid
+
+    @property
+    def valid(self) -> np.ndarray:
+        return self.reason == VALID
+
+    def flow_image(self) -> np.ndarray:
+        """(rows, columns, 2) float32 (vx, vy) px/s per patch, NaN where invalid (the node's 32FC2)."""
+        return self.flow.reshape(self.grid.rows, self.grid.columns, 2).astype(np.float32)
+
+
+def reference_time_ns(events: Events, t_ref: str) -> int:
+    """First event, middle of the span, or last event (ns)."""
+    from focus_ros.estimators.angular_velocity import reference_time_ns as window_reference
+
+    return window_reference(events, t_ref)
+
+
+class OpticalFlowEstimator:
+    """Patch flow per window with warm start (module docstring). Raises ValueError naming the
+    problem for settings that make no sense."""
+
+    def __init__(self, width: int, height: int, settings: OpticalFlowSettings = OpticalFlowSettings()):
+        if settings.loss not in LOSSES:
+            raise ValueError(f"unknown loss '{settings.loss}': choose one of {', '.join(LOSSES)}")
+        if settings.t_ref not in T_REF_CHOICES:
+            raise ValueError(f"unknown t_ref '{settings.t_ref}': choose one of {', '.join(T_REF_CHOICES)}")
+        for name in ("probe_px", "min_relative_drop", "gap_reset_windows"):
+            value = getattr(settings, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a positive number, got {value}")
+        if not 0 <= settings.min_aperture_ratio < 1:
+            raise ValueError(f"min_aperture_ratio must be in [0, 1), got {settings.min_aperture_ratio}")
+        if settings.min_events_per_patch < 1 or settings.min_window_events < 1:
+            raise ValueError("min_events_per_patch and min_window_events must be at least 1")
+        self.settings = settings
+        self.loss = get_loss(settings.loss)
+        self.grid = PatchGrid(width, height, settings.patch_size_px, settings.patch_stride_px, settings.margin_px)
+        self.blur_sigma_px = (default_blur_sigma_px(self.loss) if settings.blur_sigma_px is None
+                              else settings.blur_sigma_px)
+        self.objective = PatchObjective(self.grid, self.loss, settings.use_polarity, self.blur_sigma_px,
+                                        settings.loss_options)
+        self._neighbours = self.grid.neighbours()
+        sizes = tuple(int(size) for size in settings.pyramid_patch_sizes)
+        if any(size <= settings.patch_size_px for size in sizes) or list(sizes) != sorted(sizes, reverse=True):
+            if sizes:
+                raise ValueError(f"pyramid_patch_sizes must decrease and exceed the patch size "
+                                 f"{settings.patch_size_px} px, got {sizes}")
+        self._coarser = (OpticalFlowEstimator(width, height, replace(settings, patch_size_px=sizes[-1],
+                                                                     patch_stride_px=None,
+                                                                     pyramid_patch_sizes=sizes[:-1]))
+                         if sizes else None)
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the warm start."""
+        self.previous: np.ndarray | None = None  # (P, 2) px/s, NaN where unknown
+        self._previous_end_ns: int | None = None
+        self._previous_duration_ns = 0
+        if self._coarser is not None:
+            self._coarser.reset()
+
+    # ---------------------------------------------------------------- starts
+
+    def _warm_flows(self, events: Events) -> np.ndarray | None:
+        """Previous flows, holes filled with the mean of valid neighbours (P, 2) px/s, or None."""
+        if not self.settings.warm_start or self.previous is None:
+            return None
+        if self._previous_end_ns is not None and self._previous_duration_ns > 0:
+            gap = int(events.t[0]) - self._previous_end_ns
+            if gap > self.settings.gap_reset_windows * self._previous_duration_ns or gap < -self._previous_duration_ns:
+                return None
+        flows = self.previous.copy()
+        missing = ~np.isfinite(flows[:, 0])
+        if missing.any():
+            neighbours = self._neighbours
+            neighbour_flows = np.where((neighbours >= 0)[..., None], self.previous[np.maximum(neighbours, 0)], np.nan)
+            known = np.isfinite(neighbour_flows[..., 0])
+            total = np.where(known[..., None], neighbour_flows, 0.0).sum(axis=1)
+            known_count = known.sum(axis=1)
+            filled = np.where((known_count > 0)[:, None], total / np.maximum(known_count, 1)[:, None], np.nan)
+            flows[missing] = filled[missing]
+        return flows
+
+    def _coarse_flows(self, events: Events) -> np.ndarray | None:
+        """Flows of the coarser level at this grid's patch centres (P, 2) px/s, or None."""
+        if self._coarser is None:
+            return None
+        coarse = self._coarser.estimate(events)
+        coarse_grid = self._coarser.grid
+        centers = self.grid.centers
+        column = np.clip(np.floor(centers[:, 0] / coarse_grid.stride).astype(int), 0, coarse_grid.columns - 1)
+        row = np.clip(np.floor(centers[:, 1] / coarse_grid.stride).astype(int), 0, coarse_grid.rows - 1)
+        return coarse.flow[row * coarse_grid.columns + column]
+
+    # ---------------------------------------------------------------- estimation
+
+    def estimate(self, events: Events) -> FlowEstimate:
+        """The flow of every patch for one window of time-ordered events."""
+        settings = self.settings
+        grid = self.grid
+        count = grid.count
+        nan2 = np.full((count, 2), np.nan)
+        if len(events) == 0:
+            return FlowEstimate(0, 0.0, grid.centers, nan2, np.zeros(count, dtype=np.int64), np.full(count, np.nan),
+                                np.full(count, FEW_EVENTS), np.zeros(count, dtype=np.int64), 0, grid)
+        t_ref_ns = reference_time_ns(events, settings.t_ref)
+        span_ns = int(events.t[-1]) - int(events.t[0])
+        span_s = span_ns / NANOSECONDS_PER_SECOND
+        coarse = self._coarse_flows(events)
+        warm = self._warm_flows(events)
+        self.objective.set_events(events, t_ref_ns)
+        counts = self.objective.event_counts
+        reason = np.where(counts >= settings.min_events_per_patch, VALID, FEW_EVENTS)
+        if len(events) < settings.min_window_events or span_ns <= 0:
+            reason[:] = FEW_EVENTS
+        active = reason == VALID
+        iterations = np.zeros(count, dtype=np.int64)
+        confidence = np.full(count, np.nan)
+        self._previous_end_ns = int(events.t[-1])
+        self._previous_duration_ns = span_ns
+        if not active.any():
+            self.previous = None
+            return FlowEstimate(t_ref_ns, span_s, grid.centers, nan2, counts, confidence, reason, iterations, 0, grid)
+        sign = self.loss.sign
+        evaluations = 0
+
+        def scores(u, rows):
+            nonlocal evaluations
+            evaluations += 1
+            return sign * self.objective.evaluate(u / span_s, rows, with_gradient=False).values
+
+        # candidate starts (px over the window), best score per patch wins
+        zero = np.zeros((count, 2))
+        score_at_zero = scores(zero, active)
+        start, start_score = zero, score_at_zero.copy()
+        for candidate in (warm, coarse):
+            if candidate is None:
+                continue
+            u = np.where(np.isfinite(candidate), candidate * span_s, 0.0)
+            candidate_score = scores(u, active)
+            better = active & (candidate_score > start_score)
+            start = np.where(better[:, None], u, start)
+            start_score = np.where(better, candidate_score, start_score)
+        scale = np.where(np.abs(start_score) > 0, np.abs(start_score), 1.0)
+
+        def cost(u, rows):
+            nonlocal evaluations
+            evaluations += 1
+            evaluation = self.objective.evaluate(u / span_s, rows)
+            return -sign * evaluation.values / scale, -sign * evaluation.gradients * (1.0 / span_s) / scale[:, None]
+
+        result = minimize_batched(cost, start, active, settings.optimizer_settings, max_step=MAX_STEP_PX)
+        u = result.x
+        iterations[:] = result.iterations
+        score = scores(u, active)
+        # keep the start where the optimiser ended lower (noise)
+        worse = active & (score < start_score)
+        u = np.where(worse[:, None], start, u)
+        score = np.where(worse, start_score, score)
+        confidence[active] = ((score - score_at_zero) / np.where(score_at_zero != 0, np.abs(score_at_zero), 1.0))[active]
+        reason[active & ~np.all(np.isfinite(u), axis=1)] = OUT_OF_RANGE
+        reason[active & (np.linalg.norm(np.nan_to_num(u), axis=1) / 2.0 > grid.margin)] = OUT_OF_RANGE
+        reason = self._check_curvature(u, score, reason, scores)
+        flow = np.where((reason == VALID)[:, None], u / span_s, np.nan)
+        self.previous = flow.copy() if np.isfinite(flow).any() else None
+        return FlowEstimate(t_ref_ns, span_s, grid.centers, flow, counts, confidence, reason, iterations,
+                            evaluations, grid)
+
+    def _check_curvature(self, u, score, reason, scores) -> np.ndarray:
+        """Mark FLAT / APERTURE patches from the score's relative drops at u +- probe (px)."""
+        settings = self.settings
+        probe = settings.probe_px
+        rows = reason == VALID
+        if not rows.any():
+            return reason
+        diagonal = probe / math.sqrt(2.0)
+        drops = []
+        for direction in ((probe, 0.0), (0.0, probe), (diagonal, diagonal), (diagonal, -diagonal)):
+            step = np.array(direction)
+            plus = scores(u + step, rows)
+            minus = scores(u - step, rows)
+            drops.append((2.0 * score - plus - minus) / 2.0)  # = -1/2 d'H d > 0 at a maximum
+        drop_x, drop_y, drop_a, drop_b = drops
+        # quadratic form of the drop: q(d) = d' A d with |d| = probe; A from the four directions
+        a_xx, a_yy, a_xy = drop_x, drop_y, (drop_a - drop_b) / 2.0
+        mean = (a_xx + a_yy) / 2.0
+        radius = np.sqrt(((a_xx - a_yy) / 2.0) ** 2 + a_xy ** 2)
+        steepest, flattest = mean + radius, mean - radius
+        magnitude = np.where(np.abs(score) > 0, np.abs(score), 1.0)
+        flat = rows & ~(steepest / magnitude >= settings.min_relative_drop)
+        aperture = rows & ~flat & ~(flattest >= settings.min_aperture_ratio * steepest)
+        reason = reason.copy()
+        reason[flat] = FLAT
+        reason[aperture] = APERTURE
+        return reason
+
+    def with_settings(self, **changes) -> "OpticalFlowEstimator":
+        """A new estimator with some settings changed (same sensor size)."""
+        return OpticalFlowEstimator(self.grid.width, self.grid.height, replace(self.settings, **changes))
