@@ -10,19 +10,20 @@ events as the camera sees them, no undistortion (the ground truth of
 ``focus_ros.evaluation.flow`` is expressed in the same pixels).
 
 Grid (:class:`PatchGrid`): square patches of ``size`` px whose top-left corners step by
-``stride`` px over the sensor (``stride < size``: overlapping patches, an event then belongs
-to several). Each patch's IWE is a tile of ``size + 2 margin`` px centred on the patch, so that
-events warped up to ``margin`` px out of the patch still vote; events warped beyond the tile
-are dropped (as events warped out of the frame are in the angular-velocity engine).
+``stride`` px over the sensor. A patch's IWE is the image of warped events over the patch at
+t_ref (a tile of ``size + 2 border`` px): every event of the window whose pixel lies within
+``margin`` px of the patch is warped, and those landing in the tile vote (as the full-frame IWE
+of ``focus_ros.objective``, restricted to the patch). Events thus enter and leave the patch as
+the flow says; an event belongs to every patch it may warp into.
 
 One evaluation (:meth:`PatchObjective.evaluate`) for all patches at once:
 
-1. warp every (event, patch) membership with its patch's v (one compiled loop);
-2. bilinear votes into the tile stack (P, tile + gap, tile) (``focus_ros.iwe`` window kernels,
-   one plane per patch through their plane offsets);
+1. warp every (event, patch) membership with its patch's v and vote it bilinearly into its
+   patch's plane of the tile stack (P, tile + gap, tile) (one compiled loop over
+   ``focus_ros.warps.warp_flow`` and ``focus_ros.iwe.vote_bilinear``);
 3. optional IWE blur, the focus loss of every tile (``focus_ros.patch_losses``);
-4. adjoint: the loss's gradient images gathered back per membership (``focus_ros.iwe``), then
-   d loss_p / d v_p = sum over p's memberships of (d_x, d_y)_k (-dt_k) (one compiled loop).
+4. adjoint: d loss_p / d v_p = sum over p's memberships of w_k dL/dx'_k (-dt_k), the loss's
+   gradient images gathered back through ``focus_ros.iwe.adjoint_bilinear`` (one compiled loop).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import numba
 import numpy as np
 
 from focus_ros.events import NANOSECONDS_PER_SECOND, Events
-from focus_ros.iwe import bilinear_cells, blur_image, gather_bilinear_cells, gaussian_blur_kernel, vote_bilinear_cells
+from focus_ros.iwe import adjoint_bilinear, blur_image, gaussian_blur_kernel, inside_frame, vote_bilinear
 from focus_ros.losses import get_loss
 from focus_ros.objective import supported_polarity_modes
 from focus_ros.patch_losses import GAP_ROWS, evaluate_stack, tile_filter
@@ -46,9 +47,12 @@ class PatchGrid:
     """Square patches over a width x height px sensor.
 
     size: patch side (px); stride: distance between the top-left corners of neighbouring
-    patches (px, default ``size``: patches tile the sensor); margin: extra px around each patch
-    in its IWE tile. Patches that would cross the sensor's right or bottom edge are left out
-    (the events of the last width % stride columns then belong to no patch).
+    patches (px, default ``size``: patches tile the sensor); margin: events are gathered from the
+    patch grown by this many px on every side (px, default 8): the events that a flow of up to
+    margin px between an event's time and t_ref brings into the patch; border: the patch's IWE
+    tile is the patch grown by this many px (default 2), so the derivative filters and the blur
+    see the patch's edge. Patches that would cross the sensor's right or bottom edge are left
+    out (the events of the last width % stride columns then belong to no patch proper).
     Patch p = row * columns + column; its top-left corner is (column * stride, row * stride).
     """
 
@@ -56,7 +60,8 @@ class PatchGrid:
     height: int
     size: int = 15
     stride: int | None = None
-    margin: int = 4
+    margin: int = 8
+    border: int = 2
 
     def __post_init__(self):
         if self.stride is None:
@@ -65,8 +70,10 @@ class PatchGrid:
             value = getattr(self, name)
             if not (isinstance(value, (int, np.integer)) and value >= 1):
                 raise ValueError(f"patch grid {name} must be a positive integer (px), got {value!r}")
-        if not (isinstance(self.margin, (int, np.integer)) and self.margin >= 0):
-            raise ValueError(f"patch margin must be an integer >= 0 (px), got {self.margin!r}")
+        for name in ("margin", "border"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, np.integer)) and value >= 0):
+                raise ValueError(f"patch {name} must be an integer >= 0 (px), got {value!r}")
         if self.size < 2:
             raise ValueError(f"patch size must be at least 2 px, got {self.size}")
         if self.size > self.width or self.size > self.height:
@@ -86,8 +93,8 @@ class PatchGrid:
 
     @property
     def tile(self) -> int:
-        """Side of each patch's IWE (px): size + 2 margin."""
-        return self.size + 2 * self.margin
+        """Side of each patch's IWE (px): size + 2 border."""
+        return self.size + 2 * self.border
 
     @property
     def origins(self) -> np.ndarray:
@@ -100,25 +107,34 @@ class PatchGrid:
         """(P, 2) centre (x, y) of every patch (px, pixel centres at integers)."""
         return self.origins + (self.size - 1) / 2.0
 
-    def memberships(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(event index, patch index) of every pair where the event's pixel lies in the patch."""
+    def memberships(self, x: np.ndarray, y: np.ndarray, margin: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(event index, patch index) of every pair where the event's pixel lies in the patch grown
+        by ``margin`` px (default: the grid's gathering margin; 0: the patch proper)."""
+        margin = self.margin if margin is None else int(margin)
         x = np.asarray(x, dtype=np.int64)
         y = np.asarray(y, dtype=np.int64)
-        per_axis = -(-self.size // self.stride)  # patches an event can belong to, per axis
+        reach = self.size + 2 * margin
+        per_axis = -(-reach // self.stride)  # patches an event can belong to, per axis
+        last_column = (x + margin) // self.stride
+        last_row = (y + margin) // self.stride
         events_out, patches_out = [], []
         for a in range(per_axis):
-            column = x // self.stride - a
-            in_column = (column >= 0) & (column < self.columns) & (x < column * self.stride + self.size)
+            column = last_column - a
+            in_column = ((column >= 0) & (column < self.columns) & (x >= column * self.stride - margin)
+                         & (x < column * self.stride + self.size + margin))
             for b in range(per_axis):
-                row = y // self.stride - b
-                inside = in_column & (row >= 0) & (row < self.rows) & (y < row * self.stride + self.size)
+                row = last_row - b
+                inside = (in_column & (row >= 0) & (row < self.rows) & (y >= row * self.stride - margin)
+                          & (y < row * self.stride + self.size + margin))
                 index = np.flatnonzero(inside)
                 events_out.append(index)
                 patches_out.append(row[index] * self.columns + column[index])
-        events_index = np.concatenate(events_out)
-        patches_index = np.concatenate(patches_out)
-        order = np.argsort(events_index, kind="stable")
-        return events_index[order], patches_index[order]
+        return np.concatenate(events_out), np.concatenate(patches_out)
+
+    def event_counts(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """(P,) events whose pixel lies in each patch proper."""
+        _, patch = self.memberships(x, y, margin=0)
+        return np.bincount(patch, minlength=self.count)
 
     def neighbours(self) -> np.ndarray:
         """(P, 8) indices of the 8-connected neighbours of each patch, -1 where outside the grid."""
@@ -157,27 +173,40 @@ def subpixel_offsets(t_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 @numba.njit(**KERNEL_OPTIONS)
-def _warp_memberships(local_x, local_y, dt, patch, flow, active, warped_x, warped_y):
-    """x'_k = x_k - dt_k v_patch (``warp_flow`` in tile pixels); memberships of inactive
-    patches go to NaN, so that the bilinear cells drop them."""
+def _vote_patches(local_x, local_y, dt, weights, patch, flow, active, tile, stack, kept, kept_counts):
+    """Warp every (event, patch) membership with its patch's flow, x'_k = x_k - dt_k v_p
+    (``warp_flow`` in tile pixels), and vote its weight bilinearly into plane p of ``stack``
+    (``focus_ros.iwe.vote_bilinear``) when it lands in the tile; memberships of inactive patches
+    are skipped. Sets ``kept`` and counts the kept memberships per patch."""
+    kept_counts[:] = 0
     for k in range(dt.shape[0]):
         p = patch[k]
-        x, y, _, _, _, _, _, _ = warp_flow(local_x[k], local_y[k], dt[k], flow[p, 0], flow[p, 1], 0.0,
-                                           1.0, 1.0, 0.0, 0.0, False)
-        warped_x[k] = x if active[p] else np.nan
-        warped_y[k] = y if active[p] else np.nan
+        inside = False
+        if active[p]:
+            x, y, _, _, _, _, _, _ = warp_flow(local_x[k], local_y[k], dt[k], flow[p, 0], flow[p, 1], 0.0,
+                                               1.0, 1.0, 0.0, 0.0, False)
+            inside = inside_frame(x, y, tile, tile)
+            if inside:
+                vote_bilinear(stack[p], x, y, weights[k])
+                kept_counts[p] += 1
+        kept[k] = inside
 
 
 @numba.njit(**KERNEL_OPTIONS)
-def _flow_gradients(d_x, d_y, dt, patch, kept, gradient):
-    """gradient[p] = sum over kept memberships k of patch p of (d_x, d_y)_k . dx'_k/dv, with
-    dx'_k/dv = -dt_k I (``warp_flow``'s Jacobian)."""
+def _gather_patches(local_x, local_y, dt, weights, patch, flow, kept, cotangent, gradient):
+    """gradient[p] = sum over the kept memberships k of patch p of
+    w_k d/dx' (sum_pixels cotangent_p K(pixel - x'_k)) . dx'_k/dv, the adjoint of ``_vote_patches``
+    (``focus_ros.iwe.adjoint_bilinear``; dx'_k/dv = -dt_k I, ``warp_flow``'s Jacobian)."""
     gradient[:] = 0.0
     for k in range(dt.shape[0]):
         if kept[k]:
             p = patch[k]
-            gradient[p, 0] -= d_x[k] * dt[k]
-            gradient[p, 1] -= d_y[k] * dt[k]
+            x, y, _, _, _, _, _, _ = warp_flow(local_x[k], local_y[k], dt[k], flow[p, 0], flow[p, 1], 0.0,
+                                               1.0, 1.0, 0.0, 0.0, False)
+            d_x, d_y = adjoint_bilinear(cotangent[p], x, y)
+            scale = weights[k] * dt[k]
+            gradient[p, 0] -= d_x * scale
+            gradient[p, 1] -= d_y * scale
 
 
 @dataclass
@@ -233,37 +262,26 @@ class PatchObjective:
         origins = grid.origins
         self.patch = np.ascontiguousarray(patch, dtype=np.int64)
         jitter_x, jitter_y = subpixel_offsets(events.t[event_index])
-        self.local_x = (events.x[event_index] - origins[patch, 0] + grid.margin) + jitter_x
-        self.local_y = (events.y[event_index] - origins[patch, 1] + grid.margin) + jitter_y
+        self.local_x = (events.x[event_index] - origins[patch, 0] + grid.border) + jitter_x
+        self.local_y = (events.y[event_index] - origins[patch, 1] + grid.border) + jitter_y
         self.dt = np.ascontiguousarray((events.t[event_index] - np.int64(t_ref_ns)) / NANOSECONDS_PER_SECOND,
                                        dtype=np.float64)
         self.weights = (events.p[event_index].astype(np.float64) if self.use_polarity
                         else np.ones(len(event_index)))
-        self.plane_offset = self.patch * (self.plane_rows * grid.tile)
-        #: events of each patch (P,)
-        self.event_counts = np.bincount(self.patch, minlength=grid.count)
-        count = len(self.patch)
-        self._warped_x = np.empty(count)
-        self._warped_y = np.empty(count)
-        self._cell = np.empty(count, dtype=np.int64)
-        self._fraction_x = np.empty(count)
-        self._fraction_y = np.empty(count)
-        self._kept = np.zeros(count, dtype=np.bool_)
-        self._d_x = np.empty(count)
-        self._d_y = np.empty(count)
+        #: events of each patch proper (P,)
+        self.event_counts = grid.event_counts(events.x, events.y)
+        self._kept = np.zeros(len(self.patch), dtype=np.bool_)
+        self._kept_counts = np.zeros(grid.count, dtype=np.int64)
+        self._flow = np.zeros((grid.count, 2))
 
     # ---------------------------------------------------------------- evaluation
 
     def _forward(self, flow: np.ndarray, active: np.ndarray) -> np.ndarray:
-        grid = self.grid
-        tile = grid.tile
-        _warp_memberships(self.local_x, self.local_y, self.dt, self.patch, flow, active,
-                          self._warped_x, self._warped_y)
-        bilinear_cells(self._warped_x, self._warped_y, tile, tile, self._cell, self._fraction_x,
-                       self._fraction_y, self._kept)
+        tile = self.grid.tile
         self._stack.fill(0.0)
-        vote_bilinear_cells(self._cell, self._fraction_x, self._fraction_y, self._kept, self.weights,
-                            self.plane_offset, tile, self._stack.reshape(-1))
+        self._flow = flow
+        _vote_patches(self.local_x, self.local_y, self.dt, self.weights, self.patch, flow, active, tile,
+                      self._stack, self._kept, self._kept_counts)
         if self._blur_kernel is None:
             return self._stack
         return tile_filter(self._stack, tile, self._blur)
@@ -284,16 +302,14 @@ class PatchObjective:
         images = self._forward(flow, active)
         tile = self.grid.tile
         values, grad_images = evaluate_stack(self.loss, images, tile, active, self.loss_options)
-        kept = np.bincount(self.patch[self._kept], minlength=self.grid.count)
+        kept = self._kept_counts.copy()
         if not with_gradient:
             return PatchEvaluation(values, None, kept)
         if self._blur_kernel is not None:
             grad_images = tile_filter(grad_images, tile, self._blur)
-        grad_images = np.ascontiguousarray(grad_images).reshape(-1)
-        gather_bilinear_cells(self._cell, self._fraction_x, self._fraction_y, self._kept, self.weights,
-                              self.plane_offset, tile, grad_images, self._d_x, self._d_y, False)
         gradients = np.empty((self.grid.count, 2))
-        _flow_gradients(self._d_x, self._d_y, self.dt, self.patch, self._kept, gradients)
+        _gather_patches(self.local_x, self.local_y, self.dt, self.weights, self.patch, flow, self._kept,
+                        np.ascontiguousarray(grad_images), gradients)
         return PatchEvaluation(values, gradients, kept)
 
     def images(self, flow, active=None) -> np.ndarray:

@@ -12,7 +12,7 @@ step sizes and tolerances mean the same at every event rate. Starts: each patch 
 best (highest focus score) of its candidate starts — 0, its previous window's flow (or, when it
 had none, the mean of its neighbours' previous flows), and the flow of the coarser pyramid
 level when ``pyramid_patch_sizes`` is set (coarse-to-fine: larger tiles first, each level
-started from the one above).
+started from the one above; run only when some patch has no warm start).
 
 A patch's flow is reported invalid (NaN) rather than wrong when (``REASONS``):
 
@@ -21,13 +21,13 @@ A patch's flow is reported invalid (NaN) rather than wrong when (``REASONS``):
 - its focus landscape is flat around the maximum: the score drops by less than
   ``min_relative_drop`` of its value when u moves by ``probe_px`` in every direction
   (no texture, noise only);
-- aperture problem: the drop along the flattest direction is below ``min_aperture_ratio`` of
-  the drop along the steepest (one straight edge: only the normal component is observable;
-  the estimator does not invent the other one);
-- the flow left the tile (|u| / 2 > margin) or the optimiser produced a non-finite value.
+- aperture problem: the structure tensor of the patch's sharp IWE has a smaller-to-larger
+  eigenvalue ratio below ``min_aperture_ratio`` (all edges parallel, e.g. one straight edge:
+  only the normal component is observable; the estimator does not invent the other one);
+- the flow brings events from beyond the gathering margin (|u| / 2 > margin for t_ref in the middle) or the optimiser produced a non-finite value.
 
-The curvatures come from the focus score at u* ± probe along x, y and both diagonals
-(8 batched value evaluations). The confidence of a patch is its focus gain over v = 0,
+The drops come from the focus score at u* ± probe along x and y (4 batched value
+evaluations). The coarser pyramid levels only provide starts: they skip these checks. The confidence of a patch is its focus gain over v = 0,
 ``(score(v*) - score(0)) / |score(0)|``.
 """
 
@@ -50,14 +50,13 @@ REASONS = {VALID: "valid", FEW_EVENTS: "too few events", FLAT: "flat focus lands
            APERTURE: "aperture problem (one edge)", OUT_OF_RANGE: "flow out of range"}
 
 #: the batched optimiser's settings in displacement units (px over the window): first step
-#: 0.5 px, stop when a step moves less than 0.01 px or the relative cost change is below 1e-6
-FLOW_OPTIMIZER_SETTINGS = OptimizerSettings(gradient_tolerance=1e-6, value_tolerance=1e-6, step_tolerance=0.001,
-                                            max_iterations=30, initial_step=0.5, max_line_search_evaluations=6)
+#: 0.5 px, stop when a step moves less than 0.001 px or the relative cost change is below 1e-5,
+#: at most 15 iterations
+FLOW_OPTIMIZER_SETTINGS = OptimizerSettings(gradient_tolerance=1e-6, value_tolerance=1e-5, step_tolerance=0.001,
+                                            max_iterations=15, initial_step=0.5, max_line_search_evaluations=6)
 
 T_REF_CHOICES = ("start", "middle", "end")
 
-#: longest step the optimiser tries (px over the window): about one blob of the landscape
-MAX_STEP_PX = 1.0
 
 
 def default_blur_sigma_px(loss) -> float:
@@ -74,13 +73,15 @@ class OpticalFlowSettings:
 
     loss [variance]: registry name (not the timestamp loss; counts-only losses without polarity);
     use_polarity [False]: b_k = p_k; patch_size_px [15] and patch_stride_px [= size]: the grid;
-    margin_px [4]: tile border around each patch (px); t_ref ["middle"]: "start" | "middle" | "end";
+    margin_px [8]: events within this many px of a patch are warped into it (px);
+    border_px [2]: the patch IWE's border (px); t_ref ["middle"]: "start" | "middle" | "end";
     blur_sigma_px [None = 1 px for spatial losses, else 0]: IWE blur (px, at most 1);
     min_events_per_patch [40], min_window_events [1000]; probe_px [1.0]: displacement (px over the
     window) of the curvature probe; min_relative_drop [0.02]; min_aperture_ratio [0.15];
     warm_start [True]: start from the previous window's flows; gap_reset_windows [10]: forget them
-    after a gap of that many window durations; pyramid_patch_sizes [()]: coarser patch sizes
-    (px, e.g. (60, 30)) solved first, coarse to fine; optimizer_settings: the batched BFGS's
+    after a gap of that many window durations; pyramid_patch_sizes [(45,)]: coarser patch sizes
+    (px, e.g. (60, 30); () for none) solved first, coarse to fine; max_step_px [2.0]: longest optimiser step (px
+    over the window); optimizer_settings: the batched BFGS's
     stopping rules in px over the window (FLOW_OPTIMIZER_SETTINGS).
     """
 
@@ -88,7 +89,8 @@ class OpticalFlowSettings:
     use_polarity: bool = False
     patch_size_px: int = 15
     patch_stride_px: int | None = None
-    margin_px: int = 4
+    margin_px: int = 8
+    border_px: int = 2
     t_ref: str = "middle"
     blur_sigma_px: float | None = None
     min_events_per_patch: int = 40
@@ -98,7 +100,8 @@ class OpticalFlowSettings:
     min_aperture_ratio: float = 0.15
     warm_start: bool = True
     gap_reset_windows: float = 10.0
-    pyramid_patch_sizes: tuple = ()
+    pyramid_patch_sizes: tuple = (45,)
+    max_step_px: float = 2.0
     optimizer_settings: OptimizerSettings = field(default_factory=lambda: FLOW_OPTIMIZER_SETTINGS)
     loss_options: object = None
 
@@ -133,6 +136,33 @@ class FlowEstimate:
         return self.flow.reshape(self.grid.rows, self.grid.columns, 2).astype(np.float32)
 
 
+def aperture_ratio(tiles: np.ndarray, border: int) -> np.ndarray:
+    """Smaller over larger eigenvalue (P,) of each tile's structure tensor
+    sum (I_x, I_y)' (I_x, I_y) over the patch (tiles (P, tile, tile), the sharp IWEs; gradients
+    by the losses' Sobel filter after a 1-px blur): near 0 when all the patch's gradients are
+    parallel (one straight edge: the flow along it is not observable), near 1 for corners and
+    texture. NaN for a tile without gradient."""
+    from focus_ros.iwe import gaussian_blur_kernel
+    from focus_ros.losses import filters
+    from focus_ros.patch_losses import GAP_ROWS, tile_filter
+
+    count, tile, _ = tiles.shape
+    stack = np.zeros((count, tile + GAP_ROWS, tile))
+    stack[:, :tile, :] = tiles
+    kernel = gaussian_blur_kernel(1.0)
+    smooth = tile_filter(stack, tile, lambda image: filters.correlate_separable(image, kernel, kernel))
+    inner = (slice(None), slice(border, tile - border), slice(border, tile - border))
+    image_x = tile_filter(smooth, tile, filters.derivative_x)[inner]
+    image_y = tile_filter(smooth, tile, filters.derivative_y)[inner]
+    a_xx = (image_x * image_x).sum(axis=(1, 2))
+    a_yy = (image_y * image_y).sum(axis=(1, 2))
+    a_xy = (image_x * image_y).sum(axis=(1, 2))
+    mean = (a_xx + a_yy) / 2.0
+    radius = np.sqrt(((a_xx - a_yy) / 2.0) ** 2 + a_xy ** 2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (mean - radius) / (mean + radius)
+
+
 def reference_time_ns(events: Events, t_ref: str) -> int:
     """First event, middle of the span, or last event (ns)."""
     from focus_ros.estimators.angular_velocity import reference_time_ns as window_reference
@@ -159,7 +189,8 @@ class OpticalFlowEstimator:
             raise ValueError("min_events_per_patch and min_window_events must be at least 1")
         self.settings = settings
         self.loss = get_loss(settings.loss)
-        self.grid = PatchGrid(width, height, settings.patch_size_px, settings.patch_stride_px, settings.margin_px)
+        self.grid = PatchGrid(width, height, settings.patch_size_px, settings.patch_stride_px, settings.margin_px,
+                              settings.border_px)
         self.blur_sigma_px = (default_blur_sigma_px(self.loss) if settings.blur_sigma_px is None
                               else settings.blur_sigma_px)
         self.objective = PatchObjective(self.grid, self.loss, settings.use_polarity, self.blur_sigma_px,
@@ -174,6 +205,10 @@ class OpticalFlowEstimator:
                                                                      patch_stride_px=None,
                                                                      pyramid_patch_sizes=sizes[:-1]))
                          if sizes else None)
+        if self._coarser is not None:
+            self._coarser.is_coarse_level = True
+        #: a coarser pyramid level (its flows only start the finer level: no validity checks)
+        self.is_coarse_level = False
         self.reset()
 
     def reset(self) -> None:
@@ -231,8 +266,10 @@ class OpticalFlowEstimator:
         t_ref_ns = reference_time_ns(events, settings.t_ref)
         span_ns = int(events.t[-1]) - int(events.t[0])
         span_s = span_ns / NANOSECONDS_PER_SECOND
-        coarse = self._coarse_flows(events)
+        self._span_s = span_s
         warm = self._warm_flows(events)
+        # coarse-to-fine only where a patch has no warm start (first window, after a reset or a gap)
+        coarse = (self._coarse_flows(events) if warm is None or not np.isfinite(warm).all() else None)
         self.objective.set_events(events, t_ref_ns)
         counts = self.objective.event_counts
         reason = np.where(counts >= settings.min_events_per_patch, VALID, FEW_EVENTS)
@@ -274,7 +311,7 @@ class OpticalFlowEstimator:
             evaluation = self.objective.evaluate(u / span_s, rows)
             return -sign * evaluation.values / scale, -sign * evaluation.gradients * (1.0 / span_s) / scale[:, None]
 
-        result = minimize_batched(cost, start, active, settings.optimizer_settings, max_step=MAX_STEP_PX)
+        result = minimize_batched(cost, start, active, settings.optimizer_settings, max_step=settings.max_step_px)
         u = result.x
         iterations[:] = result.iterations
         score = scores(u, active)
@@ -284,39 +321,35 @@ class OpticalFlowEstimator:
         score = np.where(worse, start_score, score)
         confidence[active] = ((score - score_at_zero) / np.where(score_at_zero != 0, np.abs(score_at_zero), 1.0))[active]
         reason[active & ~np.all(np.isfinite(u), axis=1)] = OUT_OF_RANGE
-        reason[active & (np.linalg.norm(np.nan_to_num(u), axis=1) / 2.0 > grid.margin)] = OUT_OF_RANGE
-        reason = self._check_curvature(u, score, reason, scores)
+        reach = max(t_ref_ns - int(events.t[0]), int(events.t[-1]) - t_ref_ns) / max(span_ns, 1)  # of u, at the far end
+        reason[active & (np.linalg.norm(np.nan_to_num(u), axis=1) * reach > grid.margin)] = OUT_OF_RANGE
+        if not self.is_coarse_level:
+            reason = self._check_curvature(u, score, reason, scores)
         flow = np.where((reason == VALID)[:, None], u / span_s, np.nan)
         self.previous = flow.copy() if np.isfinite(flow).any() else None
         return FlowEstimate(t_ref_ns, span_s, grid.centers, flow, counts, confidence, reason, iterations,
                             evaluations, grid)
 
     def _check_curvature(self, u, score, reason, scores) -> np.ndarray:
-        """Mark FLAT / APERTURE patches from the score's relative drops at u +- probe (px)."""
+        """Mark FLAT patches (the score drops by less than ``min_relative_drop`` of its value at
+        u +- probe along x and along y) and APERTURE patches (``aperture_ratio``)."""
         settings = self.settings
         probe = settings.probe_px
         rows = reason == VALID
         if not rows.any():
             return reason
-        diagonal = probe / math.sqrt(2.0)
-        drops = []
-        for direction in ((probe, 0.0), (0.0, probe), (diagonal, diagonal), (diagonal, -diagonal)):
+        steepest = np.zeros(len(score))
+        for direction in ((probe, 0.0), (0.0, probe)):
             step = np.array(direction)
-            plus = scores(u + step, rows)
-            minus = scores(u - step, rows)
-            drops.append((2.0 * score - plus - minus) / 2.0)  # = -1/2 d'H d > 0 at a maximum
-        drop_x, drop_y, drop_a, drop_b = drops
-        # quadratic form of the drop: q(d) = d' A d with |d| = probe; A from the four directions
-        a_xx, a_yy, a_xy = drop_x, drop_y, (drop_a - drop_b) / 2.0
-        mean = (a_xx + a_yy) / 2.0
-        radius = np.sqrt(((a_xx - a_yy) / 2.0) ** 2 + a_xy ** 2)
-        steepest, flattest = mean + radius, mean - radius
+            drop = (2.0 * score - scores(u + step, rows) - scores(u - step, rows)) / 2.0
+            steepest = np.maximum(steepest, drop)
         magnitude = np.where(np.abs(score) > 0, np.abs(score), 1.0)
-        flat = rows & ~(steepest / magnitude >= settings.min_relative_drop)
-        aperture = rows & ~flat & ~(flattest >= settings.min_aperture_ratio * steepest)
         reason = reason.copy()
+        flat = rows & ~(steepest / magnitude >= settings.min_relative_drop)
         reason[flat] = FLAT
-        reason[aperture] = APERTURE
+        rows &= ~flat
+        ratio = aperture_ratio(self.objective.images(u / self._span_s, rows), self.grid.border)
+        reason[rows & ~(ratio >= settings.min_aperture_ratio)] = APERTURE
         return reason
 
     def with_settings(self, **changes) -> "OpticalFlowEstimator":
