@@ -15,6 +15,7 @@ SUBCOMMANDS = {
     "evaluate": "evaluate",
     "landscape": "landscape",
     "flow": "flow",
+    "evaluate-flow": "evaluate_flow",
 }
 
 

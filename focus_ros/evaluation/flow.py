@@ -128,3 +128,118 @@ def combine(errors: list[FlowErrors]) -> FlowErrors:
     return FlowErrors(np.concatenate([e.endpoint_px_s for e in errors]),
                       np.concatenate([e.endpoint_px for e in errors]),
                       sum(e.valid for e in errors), sum(e.candidates for e in errors))
+
+
+# ---------------------------------------------------------------------------- evaluation runs
+
+
+def duration_window_bounds(t_ns: np.ndarray, duration_ns: int, max_windows: int | None = None) -> np.ndarray:
+    """[start, end) event indices (W, 2) of consecutive windows of ``duration_ns`` ns from the first event."""
+    if duration_ns <= 0:
+        raise ValueError(f"window duration must be positive, got {duration_ns} ns")
+    if len(t_ns) == 0:
+        return np.empty((0, 2), np.int64)
+    edges = np.arange(int(t_ns[0]), int(t_ns[-1]) + 1, duration_ns, dtype=np.int64)
+    bounds = np.searchsorted(t_ns, edges, side="left")
+    windows = np.stack([bounds[:-1], bounds[1:]], axis=1)
+    windows = windows[windows[:, 1] > windows[:, 0]]
+    return windows[:max_windows] if max_windows is not None else windows
+
+
+@dataclass
+class FlowRun:
+    """One loss over the windows: errors of every window (``FlowErrors``), t_ref (s) and the
+    estimator's time per window (ms)."""
+
+    loss: str
+    windows: list
+    t_ref_s: np.ndarray
+    ms_per_window: np.ndarray
+
+    @property
+    def errors(self) -> FlowErrors:
+        return combine(self.windows)
+
+
+def run_flow_evaluation(recording, ground_truth, windows: np.ndarray, settings, progress=None) -> FlowRun:
+    """Estimate patch flow with ``settings`` (``OpticalFlowSettings``) on every window
+    ([start, end) event indices, consecutive: warm start) and compare with the rotation ground
+    truth (``focus_ros.evaluation.ground_truth.GroundTruth``, ω at each t_ref)."""
+    import time
+
+    from focus_ros.estimators.optical_flow import OpticalFlowEstimator
+    from focus_ros.events import NANOSECONDS_PER_SECOND, Events
+
+    calibration = recording.calibration
+    estimator = OpticalFlowEstimator(calibration.width, calibration.height, settings)
+    events = recording.events
+    per_window, t_ref, elapsed = [], [], []
+    for start, end in windows:
+        window = Events(events.x[start:end], events.y[start:end], events.t[start:end], events.p[start:end])
+        began = time.perf_counter()
+        estimate = estimator.estimate(window)
+        elapsed.append((time.perf_counter() - began) * 1e3)
+        omega = ground_truth.at([estimate.t_ref_ns])[0]
+        truth = (patch_flow_from_rotation(calibration, estimator.grid, window, omega) if np.all(np.isfinite(omega))
+                 else np.full((estimator.grid.count, 2), np.nan))
+        per_window.append(window_errors(estimate, truth, settings.min_events_per_patch))
+        t_ref.append(estimate.t_ref_ns / NANOSECONDS_PER_SECOND)
+        if progress is not None:
+            progress.update(1)
+    return FlowRun(settings.loss, per_window, np.asarray(t_ref), np.asarray(elapsed))
+
+
+def markdown_flow_table(runs: list[FlowRun]) -> str:
+    """One row per loss: average endpoint error (px over the window, px/s), share over 3 px, share
+    valid, median ms per window; the best of each error column in bold."""
+    from focus_ros.evaluation.tables import _cell
+
+    header = ("| loss | AEE (px over window) | AEE (px/s) | > 3 px (%) | valid (%) | ms/window (median) |\n"
+              "|---|---|---|---|---|---|\n")
+    best_px = min((run.errors.average_endpoint_px for run in runs if run.errors.valid), default=None)
+    lines = []
+    for run in runs:
+        errors = run.errors
+        aee = _cell(errors.average_endpoint_px, 3)
+        if best_px is not None and errors.valid and errors.average_endpoint_px == best_px:
+            aee = f"**{aee}**"
+        lines.append(f"| {run.loss} | {aee} | {_cell(errors.average_endpoint_px_s, 1)} | "
+                     f"{_cell(100 * errors.outlier_share, 2)} | {_cell(100 * errors.valid_share, 1)} | "
+                     f"{_cell(float(np.median(run.ms_per_window)) if len(run.ms_per_window) else float('nan'), 1)} |")
+    return header + "\n".join(lines) + "\n"
+
+
+def write_flow_csv(runs: list[FlowRun], path) -> None:
+    import csv
+
+    from focus_ros.evaluation.tables import _number
+
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["loss", "windows", "valid_patches", "candidate_patches", "aee_px", "aee_px_s",
+                         "outlier_share", "valid_share", "median_ms_per_window"])
+        for run in runs:
+            errors = run.errors
+            writer.writerow([run.loss, len(run.windows), errors.valid, errors.candidates,
+                             _number(errors.average_endpoint_px), _number(errors.average_endpoint_px_s),
+                             _number(errors.outlier_share), _number(errors.valid_share),
+                             _number(float(np.median(run.ms_per_window)) if len(run.ms_per_window) else None)])
+
+
+def plot_flow_errors(runs: list[FlowRun], path, title: str = ""):
+    """Average endpoint error (px over the window) per window over time, one line per loss."""
+    from focus_ros.evaluation.plots import _save, plt
+
+    figure, axis = plt.subplots(figsize=(8, 3.5))
+    for run in runs:
+        average = [e.average_endpoint_px for e in run.windows]
+        axis.plot(run.t_ref_s, average, linewidth=1.0, label=run.loss)
+    axis.axhline(OUTLIER_PX, color="black", linestyle=":", linewidth=0.8)
+    axis.set_xlabel("t_ref [s]")
+    axis.set_ylabel("average endpoint error [px over window]")
+    axis.set_yscale("log")
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=7)
+    axis.set_title(title, fontsize=9)
+    figure.tight_layout()
+    return _save(figure, path)
