@@ -1,7 +1,7 @@
 """Synthetic event scenes with a known optical flow, for the patch-flow tests.
 
 Each scene is a set of points translating at a constant velocity v (px/s); an event is one
-point seen at a random time, at its position rounded to the pixel grid (the sensor's
+point (with its own polarity, alternating between points) seen at a random time, at its position rounded to the pixel grid (the sensor's
 quantisation) after a small Gaussian position noise.
 """
 
@@ -25,7 +25,8 @@ def events_of_points(points, velocity, events: int, duration_s: float, seed: int
     pixel = np.round(position + rng.normal(0.0, noise_px, position.shape)).astype(np.int64)
     inside = (pixel[:, 0] >= 0) & (pixel[:, 0] < width) & (pixel[:, 1] >= 0) & (pixel[:, 1] < height)
     pixel, t = pixel[inside], t[inside]
-    polarity = rng.choice(np.array([-1, 1]), len(t))
+    point_polarity = np.where(np.arange(len(points)) % 2 == 0, 1, -1)  # each point keeps its polarity
+    polarity = point_polarity[which[inside]]
     return Events.from_arrays(pixel[:, 0], pixel[:, 1], np.round(t * 1e9).astype(np.int64) + T0_NS, polarity)
 
 
@@ -41,6 +42,7 @@ def translating_edge(velocity, angle_rad: float, center=(120.0, 90.0), events: i
                      duration_s: float = 0.02, seed: int = 0, width: int = 240, height: int = 180) -> Events:
     """One straight edge through ``center`` at ``angle_rad`` (densely sampled points along the
     line, across the whole sensor) moving at ``velocity`` px/s: the aperture problem."""
-    along = np.linspace(-400.0, 400.0, 8001)
+    half_length = np.hypot(width, height) / 2.0 + 20.0  # the edge crosses the whole sensor
+    along = np.linspace(-half_length, half_length, int(40 * half_length) + 1)
     points = np.asarray(center)[None, :] + along[:, None] * np.array([np.cos(angle_rad), np.sin(angle_rad)])[None, :]
     return events_of_points(points, velocity, events, duration_s, seed, width, height)
