@@ -1,0 +1,73 @@
+"""optical_flow_node as `ros2 run` starts it, over real topics on loopback: its 32FC2 flow images
+equal `focus-ros flow`'s estimator on the same windows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+rclpy = pytest.importorskip("rclpy")
+pytest.importorskip("dvs_msgs.msg", reason="interface packages not built: run `make setup`")
+
+from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
+from dvs_msgs.msg import EventArray  # noqa: E402
+from sensor_msgs.msg import Image  # noqa: E402
+
+from conftest import REPOSITORY_ROOT  # noqa: E402
+from flow_scenes import translating_dots  # noqa: E402
+from focus_ros import transport  # noqa: E402
+from focus_ros.estimators.optical_flow import OpticalFlowEstimator, OpticalFlowSettings  # noqa: E402
+from focus_ros.windows import count_windows  # noqa: E402
+from ros_harness import NodeProcess, client_node, executable, spin_until  # noqa: E402
+
+PARAMS_FILE = REPOSITORY_ROOT / "config" / "optical_flow.yaml"
+TRUE_FLOW = np.array([120.0, -90.0])
+
+
+def test_node_publishes_the_flow_of_focus_ros_flow(tmp_path, monkeypatch):
+    events = translating_dots(TRUE_FLOW, dots=1500, events=75_000, duration_s=0.04)
+    windows = list(count_windows([events], 30_000))
+    assert len(windows) == 2
+    estimator = OpticalFlowEstimator(240, 180, OpticalFlowSettings())
+    expected = [estimator.estimate(window) for window in windows]
+
+    with client_node("flow_test_client", monkeypatch) as (env, node, executor):
+        reports, flows, pictures = [], [], []
+        node.create_subscription(DiagnosticArray, "/diagnostics", reports.append, 10)
+        node.create_subscription(Image, "/optical_flow", flows.append, 10)
+        node.create_subscription(Image, "/optical_flow/image", pictures.append, 10)
+        command = [executable("optical_flow_node"), "--ros-args", "--params-file", str(PARAMS_FILE),
+                   "-r", "events:=/dvs/events", "-p", "qos_reliability:=reliable", "-p", "queue_policy:=all",
+                   "-p", "camera_info_timeout_s:=0.3", "-p", "image_rate_hz:=100.0"]
+        process = NodeProcess(command, env, tmp_path / "optical_flow_node.log")
+        try:
+            assert spin_until(executor, lambda: reports, 30.0), process.log()
+            publisher = node.create_publisher(EventArray, "/dvs/events", 100)
+            assert spin_until(executor, lambda: publisher.get_subscription_count() > 0, 20.0), process.log()
+            spin_until(executor, lambda: False, 1.0)  # fallback calibration in place, image subscription seen
+            for start in range(0, len(events), 5000):
+                publisher.publish(transport.encode_event_array(events[start:start + 5000], 180, 240, "dvs"))
+                executor.spin_once(timeout_sec=0.01)
+            assert spin_until(executor, lambda: len(flows) >= 2 and pictures, 90.0), process.log()
+            reports.clear()
+            assert spin_until(executor, lambda: reports, 5.0)
+        finally:
+            process.stop()
+
+    for message, estimate in zip(flows, expected):
+        assert message.encoding == "32FC2"
+        assert (message.height, message.width) == (estimate.grid.rows, estimate.grid.columns) == (12, 16)
+        assert message.step == message.width * 8 and message.header.frame_id == "dvs"
+        assert message.header.stamp.sec * 1_000_000_000 + message.header.stamp.nanosec == estimate.t_ref_ns
+        flow = np.frombuffer(bytes(message.data), dtype="<f4").reshape(message.height, message.width, 2)
+        reference = estimate.flow_image()
+        np.testing.assert_array_equal(np.isnan(flow), np.isnan(reference))
+        np.testing.assert_allclose(flow[np.isfinite(flow)], reference[np.isfinite(reference)], rtol=1e-6)
+        valid = np.isfinite(flow[..., 0])
+        assert valid.sum() > 100
+        assert np.median(np.linalg.norm(flow[valid] - TRUE_FLOW, axis=1)) < 20.0
+    picture = pictures[0]
+    assert picture.encoding == "rgb8" and (picture.height, picture.width) == (540, 720)
+    values = {item.key: item.value for item in reports[-1].status[0].values}
+    assert int(values["windows_processed"]) == 2 and int(values["windows_dropped"]) == 0
+    assert 0.5 < float(values["valid_patch_share"]) <= 1.0
