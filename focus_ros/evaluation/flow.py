@@ -243,3 +243,27 @@ def plot_flow_errors(runs: list[FlowRun], path, title: str = ""):
     axis.set_title(title, fontsize=9)
     figure.tight_layout()
     return _save(figure, path)
+
+
+def patch_landscape(window, grid, loss: str, use_polarity: bool, patch: int, center_px_s, offsets_px_s,
+                    t_ref: str = "middle") -> np.ndarray:
+    """Focus score (sign * loss, higher is sharper) of one patch over the flows
+    center + (offset_x, offset_y) px/s: (len(offsets) rows for vy, len(offsets) columns for vx).
+    The IWE is the estimator's (default blur of the loss)."""
+    from focus_ros.estimators.optical_flow import default_blur_sigma_px, reference_time_ns
+    from focus_ros.losses import get_loss
+    from focus_ros.patches import PatchObjective
+
+    loss_object = get_loss(loss)
+    objective = PatchObjective(grid, loss_object, use_polarity, default_blur_sigma_px(loss_object))
+    objective.set_events(window, reference_time_ns(window, t_ref))
+    active = np.zeros(grid.count, dtype=bool)
+    active[patch] = True
+    flows = np.zeros((grid.count, 2))
+    offsets = np.asarray(offsets_px_s, dtype=np.float64)
+    scores = np.empty((len(offsets), len(offsets)))
+    for row, offset_y in enumerate(offsets):
+        for column, offset_x in enumerate(offsets):
+            flows[patch] = (center_px_s[0] + offset_x, center_px_s[1] + offset_y)
+            scores[row, column] = loss_object.sign * objective.evaluate(flows, active, with_gradient=False).values[patch]
+    return scores
