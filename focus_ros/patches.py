@@ -259,6 +259,8 @@ class PatchObjective:
         """Use this window; dt_k = t_k - t_ref (s). Events outside every patch are ignored."""
         grid = self.grid
         event_index, patch = grid.memberships(events.x, events.y)
+        order = np.argsort(patch, kind="stable")  # patch by patch: each tile's votes stay in cache
+        event_index, patch = event_index[order], patch[order]
         origins = grid.origins
         self.patch = np.ascontiguousarray(patch, dtype=np.int64)
         jitter_x, jitter_y = subpixel_offsets(events.t[event_index])

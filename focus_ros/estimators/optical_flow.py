@@ -52,8 +52,8 @@ REASONS = {VALID: "valid", FEW_EVENTS: "too few events", FLAT: "flat focus lands
 #: the batched optimiser's settings in displacement units (px over the window): first step
 #: 0.5 px, stop when a step moves less than 0.001 px or the relative cost change is below 1e-5,
 #: at most 15 iterations
-FLOW_OPTIMIZER_SETTINGS = OptimizerSettings(gradient_tolerance=1e-6, value_tolerance=1e-5, step_tolerance=0.001,
-                                            max_iterations=15, initial_step=0.5, max_line_search_evaluations=6)
+FLOW_OPTIMIZER_SETTINGS = OptimizerSettings(gradient_tolerance=1e-6, value_tolerance=1e-4, step_tolerance=0.02,
+                                            max_iterations=10, initial_step=0.5, max_line_search_evaluations=4)
 
 T_REF_CHOICES = ("start", "middle", "end")
 
