@@ -21,8 +21,9 @@ that carry events, about 10-30 µs per patch and evaluation).
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
-from focus_ros.losses import filters
+from focus_ros.losses import filters, support
 from focus_ros.losses.options import DEFAULT_OPTIONS, LossOptions
 
 #: zero rows between the tiles of a stack: at least the radius of every filter applied to it
@@ -138,6 +139,39 @@ def variance_of_squared_gradient(stack, tile, options):
     return values, gradient
 
 
+@njit(cache=True, nogil=True)
+def _area_kernel(stack, tile, weighting, scale_events, values, gradient):
+    """Per tile sum of F(I / lambda0) - F(0) and gradient rho(I / lambda0) / lambda0 over the tile's
+    pixels (``focus_ros.losses.support.primitive_and_weight``); gap rows get a zero gradient."""
+    empty_weight = support.primitive_and_weight(weighting, 0.0)[1] / scale_events
+    planes, rows, width = stack.shape
+    for p in range(planes):
+        total = 0.0
+        for y in range(rows):
+            for x in range(width):
+                if y >= tile:
+                    gradient[p, y, x] = 0.0
+                    continue
+                pixel = stack[p, y, x]
+                if pixel == 0.0:
+                    gradient[p, y, x] = empty_weight
+                    continue
+                area, weight = support.primitive_and_weight(weighting, pixel / scale_events)
+                total += area
+                gradient[p, y, x] = weight / scale_events
+        values[p] = total
+
+
+def _area(weighting):
+    def area(stack, tile, options):
+        """Image area of each tile (Eq. (8)), counts only (b_k = 1: the stack is >= 0)."""
+        values = np.empty(stack.shape[0])
+        gradient = np.empty_like(stack)
+        _area_kernel(np.ascontiguousarray(stack), tile, weighting, options.area_scale_events, values, gradient)
+        return values, gradient
+    return area
+
+
 #: registry name -> batched function (stack, tile, options) -> (values (P,), gradient stack)
 BATCHED = {
     "variance": variance,
@@ -148,6 +182,10 @@ BATCHED = {
     "variance_of_laplacian": variance_of_laplacian,
     "variance_of_gradient": variance_of_gradient,
     "variance_of_squared_gradient": variance_of_squared_gradient,
+    "area_exponential": _area(support.EXPONENTIAL),
+    "area_gaussian": _area(support.GAUSSIAN),
+    "area_lorentzian": _area(support.LORENTZIAN),
+    "area_hyperbolic": _area(support.HYPERBOLIC),
 }
 
 

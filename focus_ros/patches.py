@@ -18,12 +18,12 @@ the flow says; an event belongs to every patch it may warp into.
 
 One evaluation (:meth:`PatchObjective.evaluate`) for all patches at once:
 
-1. warp every (event, patch) membership with its patch's v and vote it bilinearly into its
-   patch's plane of the tile stack (P, tile + gap, tile) (one compiled loop over
-   ``focus_ros.warps.warp_flow`` and ``focus_ros.iwe.vote_bilinear``);
+1. warp every (event, patch) membership with its patch's v (one compiled loop over
+   ``focus_ros.warps.warp_flow``), bilinear votes into the tile stack (P, tile + gap, tile)
+   (``focus_ros.iwe`` window kernels, one plane per patch through their plane offsets);
 3. optional IWE blur, the focus loss of every tile (``focus_ros.patch_losses``);
-4. adjoint: d loss_p / d v_p = sum over p's memberships of w_k dL/dx'_k (-dt_k), the loss's
-   gradient images gathered back through ``focus_ros.iwe.adjoint_bilinear`` (one compiled loop).
+4. adjoint: the loss's gradient images gathered back per membership (``focus_ros.iwe``), then
+   d loss_p / d v_p = sum over p's memberships of (d_x, d_y)_k (-dt_k) (one compiled loop).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import numba
 import numpy as np
 
 from focus_ros.events import NANOSECONDS_PER_SECOND, Events
-from focus_ros.iwe import adjoint_bilinear, blur_image, gaussian_blur_kernel, inside_frame, vote_bilinear
+from focus_ros.iwe import bilinear_cells, blur_image, gather_bilinear_cells, gaussian_blur_kernel, vote_bilinear_cells
 from focus_ros.losses import get_loss
 from focus_ros.objective import supported_polarity_modes
 from focus_ros.patch_losses import GAP_ROWS, evaluate_stack, tile_filter
@@ -173,46 +173,35 @@ def subpixel_offsets(t_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 @numba.njit(**KERNEL_OPTIONS)
-def _vote_patches(local_x, local_y, dt, weights, patch, flow, active, tile, stack, kept, kept_counts):
-    """Warp every (event, patch) membership with its patch's flow, x'_k = x_k - dt_k v_p
-    (``warp_flow`` in tile pixels), and vote its weight bilinearly into plane p of ``stack``
-    (``focus_ros.iwe.vote_bilinear``) when it lands in the tile; memberships of inactive patches
-    are skipped. Sets ``kept`` and counts the kept memberships per patch."""
-    kept_counts[:] = 0
+def _warp_memberships(local_x, local_y, dt, patch, flow, active, warped_x, warped_y):
+    """x'_k = x_k - dt_k v_p (``warp_flow`` in tile pixels) for every (event, patch) membership;
+    memberships of inactive patches go to NaN, so that the bilinear cells drop them."""
     for k in range(dt.shape[0]):
         p = patch[k]
-        inside = False
-        if active[p]:
-            x, y, _, _, _, _, _, _ = warp_flow(local_x[k], local_y[k], dt[k], flow[p, 0], flow[p, 1], 0.0,
-                                               1.0, 1.0, 0.0, 0.0, False)
-            inside = inside_frame(x, y, tile, tile)
-            if inside:
-                vote_bilinear(stack[p], x, y, weights[k])
-                kept_counts[p] += 1
-        kept[k] = inside
+        x, y, _, _, _, _, _, _ = warp_flow(local_x[k], local_y[k], dt[k], flow[p, 0], flow[p, 1], 0.0,
+                                           1.0, 1.0, 0.0, 0.0, False)
+        warped_x[k] = x if active[p] else np.nan
+        warped_y[k] = y if active[p] else np.nan
 
 
 @numba.njit(**KERNEL_OPTIONS)
-def _gather_patches(local_x, local_y, dt, weights, patch, flow, kept, cotangent, gradient):
-    """gradient[p] = sum over the kept memberships k of patch p of
-    w_k d/dx' (sum_pixels cotangent_p K(pixel - x'_k)) . dx'_k/dv, the adjoint of ``_vote_patches``
-    (``focus_ros.iwe.adjoint_bilinear``; dx'_k/dv = -dt_k I, ``warp_flow``'s Jacobian)."""
+def _flow_gradients(d_x, d_y, dt, patch, kept, kept_counts, gradient):
+    """gradient[p] = sum over the kept memberships k of patch p of (d_x, d_y)_k . dx'_k/dv with
+    dx'_k/dv = -dt_k I (``warp_flow``'s Jacobian); also counts the kept memberships per patch."""
     gradient[:] = 0.0
+    kept_counts[:] = 0
     for k in range(dt.shape[0]):
         if kept[k]:
             p = patch[k]
-            x, y, _, _, _, _, _, _ = warp_flow(local_x[k], local_y[k], dt[k], flow[p, 0], flow[p, 1], 0.0,
-                                               1.0, 1.0, 0.0, 0.0, False)
-            d_x, d_y = adjoint_bilinear(cotangent[p], x, y)
-            scale = weights[k] * dt[k]
-            gradient[p, 0] -= d_x * scale
-            gradient[p, 1] -= d_y * scale
+            gradient[p, 0] -= d_x[k] * dt[k]
+            gradient[p, 1] -= d_y[k] * dt[k]
+            kept_counts[p] += 1
 
 
 @dataclass
 class PatchEvaluation:
     """Values (P,) of the loss (its own sign) per patch, gradients (P, 2) d loss / d v
-    (per px/s) or None, and the events kept in each patch's tile (P,)."""
+    (per px/s) or None, and the memberships kept in each patch's tile (P,) (with the gradient only)."""
 
     values: np.ndarray
     gradients: np.ndarray | None
@@ -272,18 +261,29 @@ class PatchObjective:
                         else np.ones(len(event_index)))
         #: events of each patch proper (P,)
         self.event_counts = grid.event_counts(events.x, events.y)
-        self._kept = np.zeros(len(self.patch), dtype=np.bool_)
+        self.plane_offset = self.patch * (self.plane_rows * grid.tile)
+        count = len(self.patch)
+        self._warped_x = np.empty(count)
+        self._warped_y = np.empty(count)
+        self._cell = np.empty(count, dtype=np.int64)
+        self._fraction_x = np.empty(count)
+        self._fraction_y = np.empty(count)
+        self._kept = np.zeros(count, dtype=np.bool_)
+        self._d_x = np.empty(count)
+        self._d_y = np.empty(count)
         self._kept_counts = np.zeros(grid.count, dtype=np.int64)
-        self._flow = np.zeros((grid.count, 2))
 
     # ---------------------------------------------------------------- evaluation
 
     def _forward(self, flow: np.ndarray, active: np.ndarray) -> np.ndarray:
         tile = self.grid.tile
+        _warp_memberships(self.local_x, self.local_y, self.dt, self.patch, flow, active,
+                          self._warped_x, self._warped_y)
+        bilinear_cells(self._warped_x, self._warped_y, tile, tile, self._cell, self._fraction_x,
+                       self._fraction_y, self._kept)
         self._stack.fill(0.0)
-        self._flow = flow
-        _vote_patches(self.local_x, self.local_y, self.dt, self.weights, self.patch, flow, active, tile,
-                      self._stack, self._kept, self._kept_counts)
+        vote_bilinear_cells(self._cell, self._fraction_x, self._fraction_y, self._kept, self.weights,
+                            self.plane_offset, tile, self._stack.reshape(-1))
         if self._blur_kernel is None:
             return self._stack
         return tile_filter(self._stack, tile, self._blur)
@@ -304,15 +304,16 @@ class PatchObjective:
         images = self._forward(flow, active)
         tile = self.grid.tile
         values, grad_images = evaluate_stack(self.loss, images, tile, active, self.loss_options)
-        kept = self._kept_counts.copy()
         if not with_gradient:
-            return PatchEvaluation(values, None, kept)
+            return PatchEvaluation(values, None, None)
         if self._blur_kernel is not None:
             grad_images = tile_filter(grad_images, tile, self._blur)
+        gather_bilinear_cells(self._cell, self._fraction_x, self._fraction_y, self._kept, self.weights,
+                              self.plane_offset, tile, np.ascontiguousarray(grad_images).reshape(-1),
+                              self._d_x, self._d_y, False)
         gradients = np.empty((self.grid.count, 2))
-        _gather_patches(self.local_x, self.local_y, self.dt, self.weights, self.patch, flow, self._kept,
-                        np.ascontiguousarray(grad_images), gradients)
-        return PatchEvaluation(values, gradients, kept)
+        _flow_gradients(self._d_x, self._d_y, self.dt, self.patch, self._kept, self._kept_counts, gradients)
+        return PatchEvaluation(values, gradients, self._kept_counts.copy())
 
     def images(self, flow, active=None) -> np.ndarray:
         """The tiles the loss sees at flows (P, 2): (P, tile, tile) copies (blurred if set)."""
