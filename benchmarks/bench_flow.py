@@ -13,8 +13,7 @@ Two windows:
 
 Times are CPU time of the process (time.process_time: what one core spends, without the waits
 for a core on a shared machine); medians over --repeats runs; the load average is printed.
-The simulated sequence's times are wall times per window (time.perf_counter, in
-focus_ros.evaluation.flow.run_flow_evaluation).
+The simulated sequence's times are CPU times per window too (focus_ros.evaluation.flow.run_flow_evaluation).
 """
 
 from __future__ import annotations
@@ -97,7 +96,7 @@ def simulated_table() -> None:
     recording = simulator.simulate()
     windows = build_windows(recording.events.t, 30_000)
     print(f"## simulated rotation at 2.3 rad/s: {len(windows)} consecutive windows of 30,000 events\n")
-    print("| loss | wall ms/window (median) | range | AEE px | > 3 px (%) | valid (%) |")
+    print("| loss | CPU ms/window (median) | range | AEE px | > 3 px (%) | valid (%) |")
     print("|---|---|---|---|---|---|")
     for loss in LOSSES:
         run = run_flow_evaluation(recording, from_imu(recording.imu, 0), windows, OpticalFlowSettings(loss=loss))
