@@ -200,6 +200,24 @@ def test_rotation_ground_truth_is_the_derivative_of_the_projection():
     np.testing.assert_allclose(pixel_flow_from_rotation(calibration, omega, x, y), numeric, rtol=1e-5, atol=1e-3)
 
 
+def test_translation_ground_truth_is_the_derivative_of_the_projection():
+    """T v / Z (camera translating at v m/s, point at depth Z m) against central differences of the
+    distorted projection of the point moving by -v t in the camera frame."""
+    from focus_ros.evaluation.flow import translation_flow_basis
+
+    calibration = Calibration.davis240c()
+    rng = np.random.default_rng(1)
+    x = rng.integers(0, 240, 50)
+    y = rng.integers(0, 180, 50)
+    depth = rng.uniform(0.5, 4.0, 50)
+    velocity = np.array([0.4, -0.2, 0.7])
+    points = np.concatenate([calibration.bearing_lut()[y, x], np.ones((50, 1))], axis=1) * depth[:, None]
+    step = 1e-6
+    numeric = (calibration.project(points - velocity * step) - calibration.project(points + velocity * step)) / (2 * step)
+    analytic = translation_flow_basis(calibration)[y, x] @ velocity / depth[:, None]
+    np.testing.assert_allclose(analytic, numeric, rtol=1e-5, atol=1e-3)
+
+
 def test_flow_of_a_simulated_rotation_agrees_with_the_ground_truth():
     """A DAVIS240C rotating at a constant 2.3 rad/s in a textured room (simulator), 30,000-event
     windows (20 ms, ~9 px of motion): the valid patches' average endpoint error stays under

@@ -1,8 +1,10 @@
 """Evaluate patch optical flow against ground truth: endpoint errors per loss.
 
-The sequence's camera must rotate (the simulator's rotation presets, or a recording with IMU or
-motion capture): the ground-truth flow of each patch is derived from ω at the window's reference
-time and the calibration, in pixels of the raw image (focus_ros.evaluation.flow). Prints and writes
+The ground-truth flow of each patch comes from ω at the window's reference time (IMU or motion
+capture) and the calibration, in pixels of the raw image (focus_ros.evaluation.flow): exact for a
+rotating camera (the simulator's rotation presets, the dataset's *_rotation sequences); when the
+recording also has camera poses and depth maps (the simulator's six_dof), the camera's
+translation and the depth are added. Prints and writes
 (OUTPUT/flow_table.md, OUTPUT/flow_table.csv) per loss the average endpoint error in px over the
 window's time span and in px/s, the share of valid patches over 3 px, the share of patches
 reported valid, the median time per window; plots the error over time (OUTPUT/flow_errors.png).
@@ -85,7 +87,8 @@ def run(args) -> int:
     window_text = f"{args.window_ms:g}-ms windows" if args.window_ms else f"{args.window_events}-event windows"
     durations = (events.t[windows[:, 1] - 1] - events.t[windows[:, 0]]) / 1e6
     header = (f"{description}: {len(windows)} {window_text} (median span {np.median(durations):.1f} ms), "
-              f"{'with' if args.polarity else 'without'} polarity, ground truth: {ground_truth.source or 'given'}\n\n")
+              f"{'with' if args.polarity else 'without'} polarity, ground truth: {ground_truth.source or 'given'}"
+              f"{' + translation from poses and depth maps' if flow.has_translation_ground_truth(recording) else ''}\n\n")
     (output / "flow_table.md").write_text(header + table)
     flow.write_flow_csv(runs, output / "flow_table.csv")
     flow.plot_flow_errors(runs, output / "flow_errors.png", title=description)

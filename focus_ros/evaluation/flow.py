@@ -47,6 +47,31 @@ def rotation_flow_basis(calibration: Calibration) -> np.ndarray:
                      np.stack([-by, bx, zeros], -1)], -2)  # (H, W, 3, 3)
     projection = np.stack([np.stack([ones, zeros, -bx], -1), np.stack([zeros, ones, -by], -1)], -2)  # (H, W, 2, 3)
     normalized_rate = projection @ skew  # (H, W, 2, 3): dn/dt per omega
+    basis = _distorted_pixel_rate(calibration, bearings, normalized_rate)
+    _BASIS_CACHE[calibration] = basis
+    return basis
+
+
+def translation_flow_basis(calibration: Calibration) -> np.ndarray:
+    """(height, width, 2, 3) matrix T per raw pixel: the image velocity of a static point at depth
+    Z (m, along the optical axis) for a camera translating at v (m/s, camera frame) is T v / Z
+    (px/s): dn/dt = (-v_x + b_x v_z, -v_y + b_y v_z) / Z, then the distortion and focal lengths as
+    in ``rotation_flow_basis``. Cached per calibration."""
+    key = ("translation", calibration)
+    cached = _BASIS_CACHE.get(key)
+    if cached is not None:
+        return cached
+    bearings = calibration.bearing_lut()
+    bx, by = bearings[..., 0], bearings[..., 1]
+    zeros, ones = np.zeros_like(bx), np.ones_like(bx)
+    normalized_rate = np.stack([np.stack([-ones, zeros, bx], -1), np.stack([zeros, -ones, by], -1)], -2)
+    basis = _distorted_pixel_rate(calibration, bearings, normalized_rate)
+    _BASIS_CACHE[key] = basis
+    return basis
+
+
+def _distorted_pixel_rate(calibration: Calibration, bearings: np.ndarray, normalized_rate: np.ndarray) -> np.ndarray:
+    """diag(fx, fy) J_d(n) normalized_rate per pixel (J_d by central differences), read-only."""
     step = 1e-6
     jacobian = np.empty(bearings.shape[:2] + (2, 2))
     for axis in range(2):
@@ -56,7 +81,6 @@ def rotation_flow_basis(calibration: Calibration) -> np.ndarray:
     focal = np.array([calibration.fx, calibration.fy])
     basis = focal[:, None] * (jacobian @ normalized_rate)
     basis.setflags(write=False)
-    _BASIS_CACHE[calibration] = basis
     return basis
 
 
@@ -66,11 +90,22 @@ def pixel_flow_from_rotation(calibration: Calibration, omega_rad_s, x, y) -> np.
     return basis[np.asarray(y, dtype=np.int64), np.asarray(x, dtype=np.int64)] @ np.asarray(omega_rad_s, dtype=np.float64)
 
 
-def patch_flow_from_rotation(calibration: Calibration, grid, events, omega_rad_s) -> np.ndarray:
+def patch_flow_from_rotation(calibration: Calibration, grid, events, omega_rad_s, velocity_m_s=None,
+                             depth_m=None) -> np.ndarray:
     """Ground-truth flow (P, 2) px/s of every patch of ``grid`` (focus_ros.patches.PatchGrid):
-    the mean image velocity of its events for ω rad/s; NaN for patches without events."""
+    the mean image velocity of its events for a camera rotating at ω rad/s and, when given,
+    translating at velocity_m_s (3,) m/s (camera frame) in a static scene of depth depth_m
+    ((height, width) m along the optical axis, per raw pixel; NaN/<= 0 where unknown: such events
+    are left out); NaN for patches without events."""
     event_index, patch = grid.memberships(events.x, events.y, margin=0)
-    velocity = pixel_flow_from_rotation(calibration, omega_rad_s, events.x[event_index], events.y[event_index])
+    x, y = events.x[event_index].astype(np.int64), events.y[event_index].astype(np.int64)
+    velocity = pixel_flow_from_rotation(calibration, omega_rad_s, x, y)
+    if velocity_m_s is not None:
+        depth = np.asarray(depth_m, dtype=np.float64)[y, x]
+        known = np.isfinite(depth) & (depth > 0)
+        translation = translation_flow_basis(calibration)[y, x] @ np.asarray(velocity_m_s, dtype=np.float64)
+        velocity = velocity + translation / np.where(known, depth, np.nan)[:, None]
+        patch, velocity = patch[known], velocity[known]
     counts = np.bincount(patch, minlength=grid.count).astype(np.float64)
     result = np.full((grid.count, 2), np.nan)
     has = counts > 0
@@ -146,6 +181,36 @@ def duration_window_bounds(t_ns: np.ndarray, duration_ns: int, max_windows: int 
     return windows[:max_windows] if max_windows is not None else windows
 
 
+def has_translation_ground_truth(recording) -> bool:
+    """True when the recording has camera poses and depth maps (the simulator's six_dof)."""
+    return (recording.depth_maps is not None and recording.depth_times is not None and len(recording.depth_times)
+            and recording.poses is not None and len(recording.poses) >= 3)
+
+
+def camera_motion(recording, t_ns: int) -> tuple[np.ndarray, np.ndarray]:
+    """(linear velocity (3,) m/s in the camera frame, depth map (height, width) m) at t_ns: the
+    velocity from the poses' positions (central differences, interpolated at t_ns, rotated into
+    the camera frame by the interpolated orientation), the depth map linearly interpolated
+    between the two nearest in time."""
+    from scipy.spatial.transform import Rotation, Slerp
+
+    poses = recording.poses
+    t_s = (poses.t - poses.t[0]) / 1e9
+    query = (t_ns - poses.t[0]) / 1e9
+    world_velocity = np.gradient(poses.position, t_s, axis=0)
+    velocity = np.array([np.interp(query, t_s, world_velocity[:, axis]) for axis in range(3)])
+    orientation = Slerp(t_s, Rotation.from_quat(poses.orientation))(np.clip(query, t_s[0], t_s[-1]))
+    camera_velocity = orientation.inv().apply(velocity)
+    times = recording.depth_times
+    after = int(np.clip(np.searchsorted(times, t_ns), 1, len(times) - 1)) if len(times) > 1 else 0
+    if len(times) == 1:
+        return camera_velocity, recording.depth_maps[0]
+    before = after - 1
+    weight = float(np.clip((t_ns - times[before]) / max(times[after] - times[before], 1), 0.0, 1.0))
+    depth = (1.0 - weight) * recording.depth_maps[before].astype(np.float64) + weight * recording.depth_maps[after]
+    return camera_velocity, depth
+
+
 @dataclass
 class FlowRun:
     """One loss over the windows: errors of every window (``FlowErrors``), t_ref (s) and the
@@ -163,8 +228,10 @@ class FlowRun:
 
 def run_flow_evaluation(recording, ground_truth, windows: np.ndarray, settings, progress=None) -> FlowRun:
     """Estimate patch flow with ``settings`` (``OpticalFlowSettings``) on every window
-    ([start, end) event indices, consecutive: warm start) and compare with the rotation ground
-    truth (``focus_ros.evaluation.ground_truth.GroundTruth``, ω at each t_ref)."""
+    ([start, end) event indices, consecutive: warm start) and compare with the ground truth:
+    ω at each t_ref (``focus_ros.evaluation.ground_truth.GroundTruth``) and, when the recording
+    has poses and depth maps (the simulator's six_dof), the camera's translation and the depth
+    (``camera_motion``)."""
     import time
 
     from focus_ros.estimators.optical_flow import OpticalFlowEstimator
@@ -173,6 +240,7 @@ def run_flow_evaluation(recording, ground_truth, windows: np.ndarray, settings, 
     calibration = recording.calibration
     estimator = OpticalFlowEstimator(calibration.width, calibration.height, settings)
     events = recording.events
+    with_depth = has_translation_ground_truth(recording)
     per_window, t_ref, elapsed = [], [], []
     for start, end in windows:
         window = Events(events.x[start:end], events.y[start:end], events.t[start:end], events.p[start:end])
@@ -180,8 +248,9 @@ def run_flow_evaluation(recording, ground_truth, windows: np.ndarray, settings, 
         estimate = estimator.estimate(window)
         elapsed.append((time.process_time() - began) * 1e3)
         omega = ground_truth.at([estimate.t_ref_ns])[0]
-        truth = (patch_flow_from_rotation(calibration, estimator.grid, window, omega) if np.all(np.isfinite(omega))
-                 else np.full((estimator.grid.count, 2), np.nan))
+        velocity, depth = (camera_motion(recording, estimate.t_ref_ns) if with_depth else (None, None))
+        truth = (patch_flow_from_rotation(calibration, estimator.grid, window, omega, velocity, depth)
+                 if np.all(np.isfinite(omega)) else np.full((estimator.grid.count, 2), np.nan))
         per_window.append(window_errors(estimate, truth, settings.min_events_per_patch))
         t_ref.append(estimate.t_ref_ns / NANOSECONDS_PER_SECOND)
         if progress is not None:
