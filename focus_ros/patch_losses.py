@@ -52,13 +52,18 @@ def _centered_in_tile(stack: np.ndarray, tile: int) -> np.ndarray:
     return centered
 
 
-def variance(stack, tile, options):
-    """Var of each tile (Eq. (4)); gradient 2 (I - mu) / N_p."""
+def _variance_and_slope(response, tile):
+    """Per-tile Var(response) and its derivative 2 (response - mean) / N_p (zero in the gap)."""
     pixels = tile * tile
-    centered = _centered_in_tile(stack, tile)
+    centered = _centered_in_tile(response, tile)
     values = _sums(centered * centered) / pixels
     centered *= 2.0 / pixels
     return values, centered
+
+
+def variance(stack, tile, options):
+    """Var of each tile (Eq. (4)); gradient 2 (I - mu) / N_p."""
+    return _variance_and_slope(stack, tile)
 
 
 def mean_square(stack, tile, options):
@@ -97,15 +102,6 @@ def hessian_magnitude(stack, tile, options):
     gradient += 2.0 * tile_filter(image_xy, tile, filters.second_derivative_xy)
     gradient *= 2.0
     return values, gradient
-
-
-def _variance_and_slope(response, tile):
-    """Per-tile Var(response) and its derivative 2 (response - mean) / N_p (zero in the gap)."""
-    pixels = tile * tile
-    centered = _centered_in_tile(response, tile)
-    values = _sums(centered * centered) / pixels
-    centered *= 2.0 / pixels
-    return values, centered
 
 
 def variance_of_laplacian(stack, tile, options):
