@@ -52,10 +52,14 @@ def _rows_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def minimize_batched(function: BatchedCost, x0, active=None,
-                     settings: OptimizerSettings = OptimizerSettings(), max_step: float = np.inf) -> BatchedResult:
+                     settings: OptimizerSettings = OptimizerSettings(), max_step: float = np.inf,
+                     straggler_share: float = 0.0) -> BatchedResult:
     """Minimise every active problem of the batch from x0 (B, n) (module docstring); no step
     longer than ``max_step`` (units of x) is tried (a quasi-Newton step on a nearly linear
-    stretch of the cost can be arbitrarily long)."""
+    stretch of the cost can be arbitrarily long). When no more than ``straggler_share`` of the
+    active problems are still running, the batch stops: every call evaluates the whole batch, so
+    a few slow problems would otherwise set the cost of all; they keep their best point so far
+    (reported not converged)."""
     x = np.array(x0, dtype=np.float64, copy=True)
     batch, dimension = x.shape
     running = np.ones(batch, dtype=bool) if active is None else np.array(active, dtype=bool, copy=True)
@@ -79,8 +83,9 @@ def minimize_batched(function: BatchedCost, x0, active=None,
     small_gradient = np.sqrt(_rows_dot(gradient, gradient)) <= settings.gradient_tolerance
     converged |= running & small_gradient
     running &= ~small_gradient
+    active_count = max(int(running.sum()), 1)
     for _ in range(settings.max_iterations):
-        if not running.any():
+        if not running.any() or running.sum() <= straggler_share * active_count:
             break
         direction = -np.einsum("bij,bj->bi", inverse_hessian, gradient)
         slope = _rows_dot(gradient, direction)

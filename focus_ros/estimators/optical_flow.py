@@ -81,7 +81,8 @@ class OpticalFlowSettings:
     warm_start [True]: start from the previous window's flows; gap_reset_windows [10]: forget them
     after a gap of that many window durations; pyramid_patch_sizes [(45,)]: coarser patch sizes
     (px, e.g. (60, 30); () for none) solved first, coarse to fine; max_step_px [2.0]: longest optimiser step (px
-    over the window); optimizer_settings: the batched BFGS's
+    over the window); straggler_share [0.05]: the batched solve stops when no more than this share
+    of the patches still iterate (they keep their best point so far); optimizer_settings: the batched BFGS's
     stopping rules in px over the window (FLOW_OPTIMIZER_SETTINGS).
     """
 
@@ -102,6 +103,7 @@ class OpticalFlowSettings:
     gap_reset_windows: float = 10.0
     pyramid_patch_sizes: tuple = (45,)
     max_step_px: float = 2.0
+    straggler_share: float = 0.05
     optimizer_settings: OptimizerSettings = field(default_factory=lambda: FLOW_OPTIMIZER_SETTINGS)
     loss_options: object = None
 
@@ -311,7 +313,8 @@ class OpticalFlowEstimator:
             evaluation = self.objective.evaluate(u / span_s, rows)
             return -sign * evaluation.values / scale, -sign * evaluation.gradients * (1.0 / span_s) / scale[:, None]
 
-        result = minimize_batched(cost, start, active, settings.optimizer_settings, max_step=settings.max_step_px)
+        result = minimize_batched(cost, start, active, settings.optimizer_settings, max_step=settings.max_step_px,
+                                  straggler_share=settings.straggler_share)
         u = result.x
         iterations[:] = result.iterations
         score = scores(u, active)
