@@ -221,8 +221,10 @@ def test_translation_ground_truth_is_the_derivative_of_the_projection():
 def test_flow_of_a_simulated_rotation_agrees_with_the_ground_truth():
     """A DAVIS240C rotating at a constant 2.3 rad/s in a textured room (simulator), 30,000-event
     windows (20 ms, ~9 px of motion): the valid patches' average endpoint error stays under
-    1 px over the window with under 5 % over 3 px (measured 0.52 px and 1.2 %: the flow field
-    of a rotation varies across a patch and the textures are partly edges)."""
+    0.6 px over the window with under 1 % over 3 px (measured 0.36 px and 0 % on these 5 windows,
+    0.41 px and 0.6 % on 12: the flow of a rotation varies across a patch and the textures are
+    partly edges); at least 15 % of the patches with events are valid (measured 24 %: the others
+    have fewer than 100 events or one edge)."""
     from focus_ros.evaluation.flow import run_flow_evaluation
     from focus_ros.evaluation.ground_truth import from_imu
     from focus_ros.evaluation.runner import build_windows
@@ -237,9 +239,9 @@ def test_flow_of_a_simulated_rotation_agrees_with_the_ground_truth():
     assert len(windows) >= 4
     run = run_flow_evaluation(recording, from_imu(recording.imu, 0), windows, OpticalFlowSettings())
     errors = run.errors
-    assert errors.valid_share > 0.3
-    assert errors.average_endpoint_px < 1.0
-    assert errors.outlier_share < 0.05
+    assert errors.valid_share > 0.15
+    assert errors.average_endpoint_px < 0.6
+    assert errors.outlier_share < 0.01
 
 
 def test_settings_that_make_no_sense_are_refused():

@@ -76,7 +76,7 @@ class OpticalFlowSettings:
     margin_px [8]: events within this many px of a patch are warped into it (px);
     border_px [2]: the patch IWE's border (px); t_ref ["middle"]: "start" | "middle" | "end";
     blur_sigma_px [None = 1 px for spatial losses, else 0]: IWE blur (px, at most 1);
-    min_events_per_patch [40], min_window_events [1000]; probe_px [1.0]: displacement (px over the
+    min_events_per_patch [100], min_window_events [1000]; probe_px [1.0]: displacement (px over the
     window) of the curvature probe; min_relative_drop [0.02]; min_aperture_ratio [0.15];
     warm_start [True]: start from the previous window's flows; gap_reset_windows [10]: forget them
     after a gap of that many window durations; pyramid_patch_sizes [(45,)]: coarser patch sizes
@@ -94,7 +94,7 @@ class OpticalFlowSettings:
     border_px: int = 2
     t_ref: str = "middle"
     blur_sigma_px: float | None = None
-    min_events_per_patch: int = 40
+    min_events_per_patch: int = 100
     min_window_events: int = 1000
     probe_px: float = 1.0
     min_relative_drop: float = 0.02

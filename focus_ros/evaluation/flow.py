@@ -15,7 +15,7 @@ du/dt = M ω (px/s per rad/s). A patch's ground truth is the mean of M ω over t
 
 Errors per valid patch (``FlowErrors``): the endpoint error |v − v_gt| in px/s and in px over the
 window's time span T (|v − v_gt| · T), the share of patches whose endpoint error exceeds 3 px
-over the window, and the share of patches (with enough events) that the estimator reported valid.
+over the window, and the share of the patches with events that the estimator reported valid.
 """
 
 from __future__ import annotations
@@ -120,8 +120,8 @@ class FlowErrors:
     """Endpoint errors of the valid patches of several windows, and the counts behind the shares.
 
     endpoint_px_s: (K,) |v − v_gt| px/s; endpoint_px: (K,) the same times each window's span (px);
-    valid: patches reported valid with ground truth; candidates: patches with enough events
-    and ground truth (the denominator of the valid share).
+    valid: patches reported valid with ground truth; candidates: patches with events and ground
+    truth (the denominator of the valid share).
     """
 
     endpoint_px_s: np.ndarray
@@ -147,8 +147,9 @@ class FlowErrors:
         return self.valid / self.candidates if self.candidates else float("nan")
 
 
-def window_errors(estimate, truth_px_s: np.ndarray, min_events: int) -> FlowErrors:
-    """Errors of one ``FlowEstimate`` against ground truth (P, 2) px/s (NaN: none)."""
+def window_errors(estimate, truth_px_s: np.ndarray, min_events: int = 1) -> FlowErrors:
+    """Errors of one ``FlowEstimate`` against ground truth (P, 2) px/s (NaN: none); the valid
+    share counts the patches with at least ``min_events`` events (default: any event)."""
     has_truth = np.all(np.isfinite(truth_px_s), axis=1)
     candidates = has_truth & (estimate.event_counts >= min_events)
     valid = candidates & estimate.valid
@@ -251,7 +252,7 @@ def run_flow_evaluation(recording, ground_truth, windows: np.ndarray, settings, 
         velocity, depth = (camera_motion(recording, estimate.t_ref_ns) if with_depth else (None, None))
         truth = (patch_flow_from_rotation(calibration, estimator.grid, window, omega, velocity, depth)
                  if np.all(np.isfinite(omega)) else np.full((estimator.grid.count, 2), np.nan))
-        per_window.append(window_errors(estimate, truth, settings.min_events_per_patch))
+        per_window.append(window_errors(estimate, truth))
         t_ref.append(estimate.t_ref_ns / NANOSECONDS_PER_SECOND)
         if progress is not None:
             progress.update(1)
