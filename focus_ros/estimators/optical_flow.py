@@ -38,6 +38,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from focus_ros.estimators.angular_velocity import default_blur_sigma_px, reference_time_ns
 from focus_ros.events import NANOSECONDS_PER_SECOND, Events
 from focus_ros.losses import LOSSES, get_loss
 from focus_ros.optimize import OptimizerSettings
@@ -57,14 +58,6 @@ FLOW_OPTIMIZER_SETTINGS = OptimizerSettings(gradient_tolerance=1e-6, value_toler
 
 T_REF_CHOICES = ("start", "middle", "end")
 
-
-
-def default_blur_sigma_px(loss) -> float:
-    """Blur of the patch IWE unless told otherwise: 1 px for the spatial losses (as for angular
-    velocity, focus_ros.estimators.angular_velocity.default_blur_sigma_px), 0 otherwise."""
-    from focus_ros.estimators.angular_velocity import default_blur_sigma_px as rotation_default
-
-    return rotation_default(loss)
 
 
 @dataclass(frozen=True)
@@ -165,13 +158,6 @@ def aperture_ratio(tiles: np.ndarray, border: int) -> np.ndarray:
         return (mean - radius) / (mean + radius)
 
 
-def reference_time_ns(events: Events, t_ref: str) -> int:
-    """First event, middle of the span, or last event (ns)."""
-    from focus_ros.estimators.angular_velocity import reference_time_ns as window_reference
-
-    return window_reference(events, t_ref)
-
-
 class OpticalFlowEstimator:
     """Patch flow per window with warm start (module docstring). Raises ValueError naming the
     problem for settings that make no sense."""
@@ -199,10 +185,9 @@ class OpticalFlowEstimator:
                                         settings.loss_options)
         self._neighbours = self.grid.neighbours()
         sizes = tuple(int(size) for size in settings.pyramid_patch_sizes)
-        if any(size <= settings.patch_size_px for size in sizes) or list(sizes) != sorted(sizes, reverse=True):
-            if sizes:
-                raise ValueError(f"pyramid_patch_sizes must decrease and exceed the patch size "
-                                 f"{settings.patch_size_px} px, got {sizes}")
+        if sizes and (min(sizes) <= settings.patch_size_px or list(sizes) != sorted(sizes, reverse=True)):
+            raise ValueError(f"pyramid_patch_sizes must decrease and exceed the patch size "
+                             f"{settings.patch_size_px} px, got {sizes}")
         self._coarser = (OpticalFlowEstimator(width, height, replace(settings, patch_size_px=sizes[-1],
                                                                      patch_stride_px=None,
                                                                      pyramid_patch_sizes=sizes[:-1]))
