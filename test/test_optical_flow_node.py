@@ -71,3 +71,7 @@ def test_node_publishes_the_flow_of_focus_ros_flow(tmp_path, monkeypatch):
     values = {item.key: item.value for item in reports[-1].status[0].values}
     assert int(values["windows_processed"]) == 2 and int(values["windows_dropped"]) == 0
     assert 0.5 < float(values["valid_patch_share"]) <= 1.0
+    last = expected[-1]
+    assert int(values["patches_valid"]) == int(last.valid.sum())
+    assert sum(int(values[f"patches_{key}"]) for key in ("valid", "few_events", "flat", "aperture", "out_of_range")) \
+        == int((last.event_counts > 0).sum())

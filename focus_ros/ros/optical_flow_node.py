@@ -17,7 +17,9 @@ same as ``focus-ros flow``). Publishes
 - ``optical_flow/image`` (sensor_msgs/Image, rgb8, 3x the sensor size): arrows over the
   motion-compensated image, only while subscribed, at most ``image_rate_hz``;
 - ``/diagnostics``: the input's counters, windows processed and dropped, latency, processing
-  time, share of valid patches.
+  time, share of valid patches, and why the others are invalid (last window, patches with events:
+  ``patches_valid``, ``patches_few_events``, ``patches_flat``, ``patches_aperture``,
+  ``patches_out_of_range``).
 
 A worker thread estimates; with ``queue_policy: newest`` (live) it skips to the newest complete
 window and counts the skipped ones as dropped, with ``all`` (bags) it processes every window.
@@ -37,7 +39,8 @@ from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
 from sensor_msgs.msg import Image
 
-from focus_ros.estimators.optical_flow import T_REF_CHOICES, OpticalFlowEstimator, OpticalFlowSettings
+from focus_ros.estimators.optical_flow import (APERTURE, FEW_EVENTS, FLAT, OUT_OF_RANGE, REASONS, T_REF_CHOICES, VALID,
+                                               OpticalFlowEstimator, OpticalFlowSettings)
 from focus_ros.losses import LOSSES
 from focus_ros.ros import messages
 from focus_ros.ros.entry_point import run_node
@@ -45,6 +48,9 @@ from focus_ros.ros.event_input import EventBatch, EventInput, descriptor
 from focus_ros.windows import CountWindowCutter, DurationWindowCutter
 
 DEFAULTS = OpticalFlowSettings()
+#: diagnostics key per reason code: patches_valid, patches_few_events, ... (last window, patches with events)
+REASON_KEYS = {VALID: "valid", FEW_EVENTS: "few_events", FLAT: "flat", APERTURE: "aperture",
+               OUT_OF_RANGE: "out_of_range"}
 
 #: name -> (default, description, options); the event input's parameters are declared by EventInput
 PARAMETERS = {
@@ -109,7 +115,8 @@ class OpticalFlowNode(Node):
         self._settings_changed = False
         self._last_image_time = 0.0
         self._stats = dict(windows_processed=0, windows_dropped=0, last_latency_ms=float("nan"),
-                           last_valid_share=float("nan"), processing_s=0.0, windows_since_report=0)
+                           last_valid_share=float("nan"), last_reasons=np.zeros(len(REASONS), dtype=np.int64),
+                           processing_s=0.0, windows_since_report=0)
         self._running = True
         self._flow_publisher = self.create_publisher(Image, "optical_flow", 10)
         self._image_publisher = self.create_publisher(Image, "optical_flow/image", 1)
@@ -232,6 +239,7 @@ class OpticalFlowNode(Node):
             self._stats["last_latency_ms"] = (time.monotonic() - received) * 1e3
             self._stats["last_valid_share"] = (float(estimate.valid[with_events].mean()) if with_events.any()
                                                else float("nan"))
+            self._stats["last_reasons"] = np.bincount(estimate.reason[with_events], minlength=len(REASONS))
         rate = self.get_parameter("image_rate_hz").value
         now = time.monotonic()
         if rate > 0 and now - self._last_image_time >= 1.0 / rate and self._image_publisher.get_subscription_count():
@@ -259,7 +267,8 @@ class OpticalFlowNode(Node):
                   "windows_dropped": stats["windows_dropped"], "latency_ms": stats["last_latency_ms"],
                   "processing_ms_per_window": (1e3 * stats["processing_s"] / stats["windows_since_report"]
                                                if stats["windows_since_report"] else float("nan")),
-                  "valid_patch_share": stats["last_valid_share"]}
+                  "valid_patch_share": stats["last_valid_share"],
+                  **{f"patches_{REASON_KEYS[code]}": int(count) for code, count in enumerate(stats["last_reasons"])}}
         status.values = [KeyValue(key=key, value=f"{value:.4g}" if isinstance(value, float) else str(value))
                          for key, value in values.items()]
         array = DiagnosticArray(status=[status])
