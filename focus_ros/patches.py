@@ -42,6 +42,41 @@ from focus_ros.patch_losses import GAP_ROWS, evaluate_stack, tile_filter
 from focus_ros.warps import KERNEL_OPTIONS, warp_flow
 
 
+@numba.njit(cache=True, nogil=True)
+def _memberships(x, y, size, stride, margin, columns, rows, per_axis):
+    """Pairs (event, patch) with patch.origin - margin <= (x, y) < patch.origin + size + margin,
+    ordered by patch then event (counting sort: one pass to count, one to fill)."""
+    counts = np.zeros(columns * rows + 1, dtype=np.int64)
+    for k in range(x.shape[0]):
+        for a in range(per_axis):
+            column = (x[k] + margin) // stride - a
+            if column < 0 or column >= columns or x[k] < column * stride - margin:
+                continue
+            for b in range(per_axis):
+                row = (y[k] + margin) // stride - b
+                if row < 0 or row >= rows or y[k] < row * stride - margin:
+                    continue
+                counts[row * columns + column + 1] += 1
+    starts = np.cumsum(counts)
+    events = np.empty(starts[-1], dtype=np.int64)
+    patches = np.empty(starts[-1], dtype=np.int64)
+    fill = starts[:-1].copy()
+    for k in range(x.shape[0]):
+        for a in range(per_axis):
+            column = (x[k] + margin) // stride - a
+            if column < 0 or column >= columns or x[k] < column * stride - margin:
+                continue
+            for b in range(per_axis):
+                row = (y[k] + margin) // stride - b
+                if row < 0 or row >= rows or y[k] < row * stride - margin:
+                    continue
+                patch = row * columns + column
+                events[fill[patch]] = k
+                patches[fill[patch]] = patch
+                fill[patch] += 1
+    return events, patches
+
+
 @dataclass(frozen=True)
 class PatchGrid:
     """Square patches over a width x height px sensor.
@@ -109,27 +144,13 @@ class PatchGrid:
 
     def memberships(self, x: np.ndarray, y: np.ndarray, margin: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(event index, patch index) of every pair where the event's pixel lies in the patch grown
-        by ``margin`` px (default: the grid's gathering margin; 0: the patch proper)."""
+        by ``margin`` px (default: the grid's gathering margin; 0: the patch proper), ordered by
+        patch, then by event (one compiled counting pass)."""
         margin = self.margin if margin is None else int(margin)
-        x = np.asarray(x, dtype=np.int64)
-        y = np.asarray(y, dtype=np.int64)
-        reach = self.size + 2 * margin
-        per_axis = -(-reach // self.stride)  # patches an event can belong to, per axis
-        last_column = (x + margin) // self.stride
-        last_row = (y + margin) // self.stride
-        events_out, patches_out = [], []
-        for a in range(per_axis):
-            column = last_column - a
-            in_column = ((column >= 0) & (column < self.columns) & (x >= column * self.stride - margin)
-                         & (x < column * self.stride + self.size + margin))
-            for b in range(per_axis):
-                row = last_row - b
-                inside = (in_column & (row >= 0) & (row < self.rows) & (y >= row * self.stride - margin)
-                          & (y < row * self.stride + self.size + margin))
-                index = np.flatnonzero(inside)
-                events_out.append(index)
-                patches_out.append(row[index] * self.columns + column[index])
-        return np.concatenate(events_out), np.concatenate(patches_out)
+        x = np.ascontiguousarray(x, dtype=np.int64)
+        y = np.ascontiguousarray(y, dtype=np.int64)
+        per_axis = -(-(self.size + 2 * margin) // self.stride)  # patches an event can belong to, per axis
+        return _memberships(x, y, self.size, self.stride, margin, self.columns, self.rows, per_axis)
 
     def event_counts(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         """(P,) events whose pixel lies in each patch proper."""
@@ -173,6 +194,20 @@ def subpixel_offsets(t_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 @numba.njit(**KERNEL_OPTIONS)
+def _membership_inputs(event_index, patch, x, y, t, p, jitter_x, jitter_y, t_ref_ns, columns, stride, border,
+                       use_polarity, local_x, local_y, dt, weights):
+    """Per membership: the event's position in its patch's tile (px, dithered), dt = t - t_ref (s)
+    and weight b_k (p_k or 1)."""
+    for k in range(event_index.shape[0]):
+        e = event_index[k]
+        row, column = divmod(patch[k], columns)
+        local_x[k] = x[e] - (column * stride - border) + jitter_x[e]
+        local_y[k] = y[e] - (row * stride - border) + jitter_y[e]
+        dt[k] = (t[e] - t_ref_ns) * 1e-9
+        weights[k] = p[e] if use_polarity else 1.0
+
+
+@numba.njit(**KERNEL_OPTIONS)
 def _warp_memberships(local_x, local_y, dt, patch, flow, active, warped_x, warped_y):
     """x'_k = x_k - dt_k v_p (``warp_flow`` in tile pixels) for every (event, patch) membership;
     memberships of inactive patches go to NaN, so that the bilinear cells drop them."""
@@ -187,15 +222,31 @@ def _warp_memberships(local_x, local_y, dt, patch, flow, active, warped_x, warpe
 @numba.njit(**KERNEL_OPTIONS)
 def _flow_gradients(d_x, d_y, dt, patch, kept, kept_counts, gradient):
     """gradient[p] = sum over the kept memberships k of patch p of (d_x, d_y)_k . dx'_k/dv with
-    dx'_k/dv = -dt_k I (``warp_flow``'s Jacobian); also counts the kept memberships per patch."""
+    dx'_k/dv = -dt_k I (``warp_flow``'s Jacobian); also counts the kept memberships per patch.
+    Memberships come patch by patch: the sums stay in registers until the patch changes."""
     gradient[:] = 0.0
     kept_counts[:] = 0
+    current = -1
+    g0 = g1 = 0.0
+    count = 0
     for k in range(dt.shape[0]):
-        if kept[k]:
-            p = patch[k]
-            gradient[p, 0] -= d_x[k] * dt[k]
-            gradient[p, 1] -= d_y[k] * dt[k]
-            kept_counts[p] += 1
+        p = patch[k]
+        if p != current:
+            if current >= 0:
+                gradient[current, 0] += g0
+                gradient[current, 1] += g1
+                kept_counts[current] += count
+            current = p
+            g0 = g1 = 0.0
+            count = 0
+        inside = kept[k]
+        g0 -= d_x[k] * dt[k] if inside else 0.0
+        g1 -= d_y[k] * dt[k] if inside else 0.0
+        count += inside
+    if current >= 0:
+        gradient[current, 0] += g0
+        gradient[current, 1] += g1
+        kept_counts[current] += count
 
 
 @dataclass
@@ -247,18 +298,18 @@ class PatchObjective:
     def set_events(self, events: Events, t_ref_ns: int) -> None:
         """Use this window; dt_k = t_k - t_ref (s). Events outside every patch are ignored."""
         grid = self.grid
-        event_index, patch = grid.memberships(events.x, events.y)
-        order = np.argsort(patch, kind="stable")  # patch by patch: each tile's votes stay in cache
-        event_index, patch = event_index[order], patch[order]
-        origins = grid.origins
-        self.patch = np.ascontiguousarray(patch, dtype=np.int64)
-        jitter_x, jitter_y = subpixel_offsets(events.t[event_index])
-        self.local_x = (events.x[event_index] - origins[patch, 0] + grid.border) + jitter_x
-        self.local_y = (events.y[event_index] - origins[patch, 1] + grid.border) + jitter_y
-        self.dt = np.ascontiguousarray((events.t[event_index] - np.int64(t_ref_ns)) / NANOSECONDS_PER_SECOND,
-                                       dtype=np.float64)
-        self.weights = (events.p[event_index].astype(np.float64) if self.use_polarity
-                        else np.ones(len(event_index)))
+        event_index, patch = grid.memberships(events.x, events.y)  # patch by patch: each tile stays in cache
+        self.patch = patch
+        jitter_x, jitter_y = subpixel_offsets(events.t)
+        count = len(patch)
+        self.local_x = np.empty(count)
+        self.local_y = np.empty(count)
+        self.dt = np.empty(count)
+        self.weights = np.empty(count)
+        _membership_inputs(event_index, patch, np.ascontiguousarray(events.x), np.ascontiguousarray(events.y),
+                           np.ascontiguousarray(events.t), np.ascontiguousarray(events.p), jitter_x, jitter_y,
+                           np.int64(t_ref_ns), grid.columns, grid.stride, grid.border, self.use_polarity,
+                           self.local_x, self.local_y, self.dt, self.weights)
         #: events of each patch proper (P,)
         self.event_counts = grid.event_counts(events.x, events.y)
         self.plane_offset = self.patch * (self.plane_rows * grid.tile)
