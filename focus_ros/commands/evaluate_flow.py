@@ -33,7 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--losses", default=",".join(FIGURE_6_LOSSES),
                         help="comma-separated loss names, or 'all' (default: the paper's Fig. 6 losses)")
     parser.add_argument("--polarity", action="store_true", help="use polarity in the IWE (b_k = p_k)")
-    parser.add_argument("--ground-truth", choices=("auto", "imu", "mocap"), default="auto")
+    parser.add_argument("--ground-truth", choices=("auto", "imu", "mocap", "estimate"), default="auto",
+                        help="auto: IMU, else motion capture; estimate: no ground truth, compare with the flow "
+                             "of the full-frame angular velocity estimate (a rotating camera; a consistency check)")
     parser.add_argument("--imu-delay", type=float, metavar="MS", default=None,
                         help="gyro delay (ms): default 2.4 for recorded data, 0 for the simulator")
     parser.add_argument("--window-events", type=int, default=30_000, help="events per window (default 30000)")
@@ -56,9 +58,12 @@ def run(args) -> int:
     if args.max_windows is not None and args.max_windows <= 0:
         raise UserError(f"--max-windows must be positive, got {args.max_windows}")
     recording, simulated, description = load_source(args)
-    ground_truth = _ground_truth(args, recording, simulated)
+    estimated = args.ground_truth == "estimate"
+    ground_truth = flow.EstimatedRotation(recording.calibration, args.t_ref) if estimated else _ground_truth(args, recording,
+                                                                                                 simulated)
     if ground_truth is None:
-        raise UserError("the sequence has no rotation ground truth (IMU or motion capture)")
+        raise UserError("the sequence has no rotation ground truth (IMU or motion capture): "
+                        "--ground-truth estimate compares with the full-frame angular velocity estimate")
     events = recording.events
     if args.window_ms is not None:
         windows = flow.duration_window_bounds(events.t, int(round(args.window_ms * 1e6)), args.max_windows)
@@ -66,6 +71,8 @@ def run(args) -> int:
         windows = build_windows(events.t, args.window_events, max_windows=args.max_windows)
     if len(windows) == 0:
         raise UserError(f"the sequence has {len(events)} events: not one window")
+    if estimated:
+        ground_truth.prepare(events, windows)
     settings_list = []
     for loss in losses:
         try:

@@ -182,6 +182,32 @@ def duration_window_bounds(t_ns: np.ndarray, duration_ns: int, max_windows: int 
     return windows[:max_windows] if max_windows is not None else windows
 
 
+class EstimatedRotation:
+    """A stand-in for ground truth on recordings without any: ω of each window estimated from the
+    whole frame (``AngularVelocityEstimator``, the paper's CG with the variance), for a
+    consistency check of the patch flows of a rotating camera. ``at(t_ns)`` answers for the
+    reference times of the windows given to ``prepare``."""
+
+    source = "full-frame angular velocity estimate (variance)"
+
+    def __init__(self, calibration: Calibration, t_ref: str = "middle"):
+        from focus_ros.estimators.angular_velocity import AngularVelocityEstimator, AngularVelocitySettings
+
+        self._estimator = AngularVelocityEstimator(calibration, AngularVelocitySettings(t_ref=t_ref))
+        self._omega: dict[int, np.ndarray] = {}
+
+    def prepare(self, events, windows) -> None:
+        from focus_ros.events import Events
+
+        for start, end in windows:
+            window = Events(events.x[start:end], events.y[start:end], events.t[start:end], events.p[start:end])
+            estimate = self._estimator.estimate(window)
+            self._omega[estimate.t_ref_ns] = estimate.angular_velocity
+
+    def at(self, t_ns) -> np.ndarray:
+        return np.array([self._omega.get(int(t), np.full(3, np.nan)) for t in np.atleast_1d(t_ns)])
+
+
 def has_translation_ground_truth(recording) -> bool:
     """True when the recording has camera poses and depth maps (the simulator's six_dof)."""
     return (recording.depth_maps is not None and recording.depth_times is not None and len(recording.depth_times)
