@@ -42,38 +42,46 @@ from focus_ros.patch_losses import GAP_ROWS, evaluate_stack, tile_filter
 from focus_ros.warps import KERNEL_OPTIONS, warp_flow
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _reached(coordinate, offset, size, stride, margin, count):
+    """Index of the offset-th patch (along one axis) whose grown extent
+    [index * stride - margin, index * stride + size + margin) holds ``coordinate``, or -1."""
+    index = (coordinate + margin) // stride - offset
+    if index < 0 or index >= count or coordinate < index * stride - margin or coordinate >= index * stride + size + margin:
+        return -1
+    return index
+
+
 @numba.njit(cache=True, nogil=True)
 def _memberships(x, y, size, stride, margin, columns, rows, per_axis):
     """Pairs (event, patch) with patch.origin - margin <= (x, y) < patch.origin + size + margin,
-    ordered by patch then event (counting sort: one pass to count, one to fill)."""
+    ordered by patch then event (counting sort: pass 0 counts, pass 1 fills)."""
     counts = np.zeros(columns * rows + 1, dtype=np.int64)
-    for k in range(x.shape[0]):
-        for a in range(per_axis):
-            column = (x[k] + margin) // stride - a
-            if column < 0 or column >= columns or x[k] < column * stride - margin:
-                continue
-            for b in range(per_axis):
-                row = (y[k] + margin) // stride - b
-                if row < 0 or row >= rows or y[k] < row * stride - margin:
+    events = np.empty(0, dtype=np.int64)
+    patches = np.empty(0, dtype=np.int64)
+    fill = counts
+    for fill_pass in range(2):
+        if fill_pass == 1:
+            starts = np.cumsum(counts)
+            events = np.empty(starts[-1], dtype=np.int64)
+            patches = np.empty(starts[-1], dtype=np.int64)
+            fill = starts[:-1].copy()
+        for k in range(x.shape[0]):
+            for a in range(per_axis):
+                column = _reached(x[k], a, size, stride, margin, columns)
+                if column < 0:
                     continue
-                counts[row * columns + column + 1] += 1
-    starts = np.cumsum(counts)
-    events = np.empty(starts[-1], dtype=np.int64)
-    patches = np.empty(starts[-1], dtype=np.int64)
-    fill = starts[:-1].copy()
-    for k in range(x.shape[0]):
-        for a in range(per_axis):
-            column = (x[k] + margin) // stride - a
-            if column < 0 or column >= columns or x[k] < column * stride - margin:
-                continue
-            for b in range(per_axis):
-                row = (y[k] + margin) // stride - b
-                if row < 0 or row >= rows or y[k] < row * stride - margin:
-                    continue
-                patch = row * columns + column
-                events[fill[patch]] = k
-                patches[fill[patch]] = patch
-                fill[patch] += 1
+                for b in range(per_axis):
+                    row = _reached(y[k], b, size, stride, margin, rows)
+                    if row < 0:
+                        continue
+                    patch = row * columns + column
+                    if fill_pass == 0:
+                        counts[patch + 1] += 1
+                    else:
+                        events[fill[patch]] = k
+                        patches[fill[patch]] = patch
+                        fill[patch] += 1
     return events, patches
 
 
