@@ -302,7 +302,7 @@ class OpticalFlowEstimator:
                                   straggler_share=settings.straggler_share)
         u = result.x
         iterations[:] = result.iterations
-        score = scores(u, active)
+        score = -result.value * scale  # the cost is -score / scale at the optimiser's point
         # keep the start where the optimiser ended lower (noise)
         worse = active & (score < start_score)
         u = np.where(worse[:, None], start, u)
