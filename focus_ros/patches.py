@@ -257,6 +257,10 @@ def _flow_gradients(d_x, d_y, dt, patch, kept, kept_counts, gradient):
         kept_counts[current] += count
 
 
+#: below this share of the memberships, an evaluation runs on a copy of the active patches' ones
+SUBSET_SHARE = 0.5
+
+
 @dataclass
 class PatchEvaluation:
     """Values (P,) of the loss (its own sign) per patch, gradients (P, 2) d loss / d v
@@ -331,18 +335,46 @@ class PatchObjective:
         self._d_x = np.empty(count)
         self._d_y = np.empty(count)
         self._kept_counts = np.zeros(grid.count, dtype=np.int64)
+        #: memberships of patch p: [starts[p], starts[p + 1]) (they are ordered by patch)
+        self._starts = np.searchsorted(self.patch, np.arange(grid.count + 1))
+        self._subset_key = None
+        self._inputs = self._all_inputs = (self.local_x, self.local_y, self.dt, self.patch, self.weights,
+                                           self.plane_offset)
+
+    def _select(self, active: np.ndarray) -> None:
+        """Point the kernels at the memberships of the active patches only, when they are few
+        (the late iterations of the batched solve): a copy of their inputs, kept while the same
+        patches stay active."""
+        if active.all():
+            self._inputs = self._all_inputs
+            return
+        rows = np.flatnonzero(active)
+        begins, ends = self._starts[rows], self._starts[rows + 1]
+        lengths = ends - begins
+        total = int(lengths.sum())
+        if total > SUBSET_SHARE * len(self.patch):
+            self._inputs = self._all_inputs
+            return
+        key = rows.tobytes()
+        if key != self._subset_key:
+            index = np.arange(total) + np.repeat(begins - (np.cumsum(lengths) - lengths), lengths)
+            self._subset = tuple(array[index] for array in self._all_inputs)
+            self._subset_key = key
+        self._inputs = self._subset
 
     # ---------------------------------------------------------------- evaluation
 
     def _forward(self, flow: np.ndarray, active: np.ndarray) -> np.ndarray:
         tile = self.grid.tile
-        _warp_memberships(self.local_x, self.local_y, self.dt, self.patch, flow, active,
-                          self._warped_x, self._warped_y)
-        bilinear_cells(self._warped_x, self._warped_y, tile, tile, self._cell, self._fraction_x,
-                       self._fraction_y, self._kept)
+        self._select(active)
+        local_x, local_y, dt, patch, weights, plane_offset = self._inputs
+        n = len(dt)
+        _warp_memberships(local_x, local_y, dt, patch, flow, active, self._warped_x[:n], self._warped_y[:n])
+        bilinear_cells(self._warped_x[:n], self._warped_y[:n], tile, tile, self._cell[:n], self._fraction_x[:n],
+                       self._fraction_y[:n], self._kept[:n])
         self._stack.fill(0.0)
-        vote_bilinear_cells(self._cell, self._fraction_x, self._fraction_y, self._kept, self.weights,
-                            self.plane_offset, tile, self._stack.reshape(-1))
+        vote_bilinear_cells(self._cell[:n], self._fraction_x[:n], self._fraction_y[:n], self._kept[:n], weights,
+                            plane_offset, tile, self._stack.reshape(-1))
         if self._blur_kernel is None:
             return self._stack
         return tile_filter(self._stack, tile, self._blur)
@@ -358,7 +390,8 @@ class PatchObjective:
 
     def evaluate(self, flow, active=None, with_gradient: bool = True) -> PatchEvaluation:
         """Loss per patch at flows (P, 2) px/s and, if asked, d loss / d v (P, 2).
-        active: (P,) bool, the patches to evaluate (others: events dropped, values meaningless)."""
+        active: (P,) bool, the patches to evaluate (others: events dropped, values and gradients
+        meaningless); when they hold under SUBSET_SHARE of the memberships only theirs are warped."""
         flow, active = self._prepare(flow, active)
         images = self._forward(flow, active)
         tile = self.grid.tile
@@ -367,11 +400,13 @@ class PatchObjective:
             return PatchEvaluation(values, None, None)
         if self._blur_kernel is not None:
             grad_images = tile_filter(grad_images, tile, self._blur)
-        gather_bilinear_cells(self._cell, self._fraction_x, self._fraction_y, self._kept, self.weights,
-                              self.plane_offset, tile, np.ascontiguousarray(grad_images).reshape(-1),
-                              self._d_x, self._d_y, False)
+        _, _, dt, patch, weights, plane_offset = self._inputs
+        n = len(dt)
+        gather_bilinear_cells(self._cell[:n], self._fraction_x[:n], self._fraction_y[:n], self._kept[:n], weights,
+                              plane_offset, tile, np.ascontiguousarray(grad_images).reshape(-1),
+                              self._d_x[:n], self._d_y[:n], False)
         gradients = np.empty((self.grid.count, 2))
-        _flow_gradients(self._d_x, self._d_y, self.dt, self.patch, self._kept, self._kept_counts, gradients)
+        _flow_gradients(self._d_x[:n], self._d_y[:n], dt, patch, self._kept[:n], self._kept_counts, gradients)
         return PatchEvaluation(values, gradients, self._kept_counts.copy())
 
     def images(self, flow, active=None) -> np.ndarray:

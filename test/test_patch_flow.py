@@ -71,6 +71,22 @@ def test_gradient_with_respect_to_flow_matches_finite_differences(name, blur):
         np.testing.assert_allclose(analytic[:, axis], numeric, rtol=1e-4, atol=1e-9 * np.abs(numeric).max())
 
 
+def test_evaluating_a_few_patches_gives_their_values_of_the_whole_grid():
+    """With few patches active the engine warps only their events: same values and gradients."""
+    events = translating_dots(TRUE_FLOW, dots=300, events=6000, width=WIDTH, height=HEIGHT, seed=1)
+    grid = PatchGrid(WIDTH, HEIGHT, 15)
+    objective = PatchObjective(grid, "gradient_magnitude", blur_sigma_px=1.0)
+    objective.set_events(events, int(events.t[len(events) // 2]))
+    flow = TRUE_FLOW + np.random.default_rng(4).normal(0.0, 40.0, (grid.count, 2))
+    everything = objective.evaluate(flow)
+    active = np.zeros(grid.count, dtype=bool)
+    active[[3, 7, 8, 20]] = True
+    few = objective.evaluate(flow, active)
+    np.testing.assert_allclose(few.values[active], everything.values[active], rtol=1e-12)
+    np.testing.assert_allclose(few.gradients[active], everything.gradients[active], rtol=1e-12, atol=1e-15)
+    np.testing.assert_array_equal(few.kept[active], everything.kept[active])
+
+
 def test_batched_optimizer_solves_independent_quadratics():
     """Each problem of the batch reaches its own minimiser, whatever the others' scale."""
     rng = np.random.default_rng(0)
