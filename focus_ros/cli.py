@@ -16,6 +16,8 @@ SUBCOMMANDS = {
     "evaluate": "evaluate",
     "landscape": "landscape",
     "depth": "depth",
+    "flow": "flow",
+    "evaluate-flow": "evaluate_flow",
 }
 
 
