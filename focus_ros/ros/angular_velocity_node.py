@@ -34,7 +34,7 @@ import rclpy.executors
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import TwistStamped
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, SetParametersResult
-from rclpy.node import Node
+from focus_ros.ros.parameters import FocusNode
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import CameraInfo, Image
 
@@ -131,7 +131,7 @@ ESTIMATOR_PARAMETERS = ("loss", "use_polarity", "kernel", "kernel_sigma_px", "bl
 WINDOW_PARAMETERS = ("window_events", "window_stride_events")
 
 
-class AngularVelocityNode(Node):
+class AngularVelocityNode(FocusNode):
     """Thin ROS wrapper around :class:`AngularVelocityEstimator` (see the module docstring)."""
 
     def __init__(self, **kwargs):
