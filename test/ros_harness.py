@@ -47,20 +47,30 @@ def ros_environment() -> dict:
 
 
 def install_prefix() -> Path | None:
-    """The ament install prefix of the imported focus_ros (colcon layout), or None (editable .venv).
+    """The ament install prefix of the focus_ros under test (colcon layout), or None (.venv layout).
 
-    The package sits in ``<prefix>/lib/pythonX.Y/site-packages/focus_ros`` and the prefix holds
-    the ament index entry ``share/ament_index/resource_index/packages/focus_ros``.
+    ``colcon test`` puts the installed package's metadata first on the path (PYTHONPATH) while
+    pytest imports the code from the source folder; ``make test`` uses the editable install of
+    the .venv (its metadata says so). So: an editable focus_ros -> None; otherwise the prefix the
+    ament index gives for focus_ros (what ``ros2 run`` uses), if that prefix holds the metadata.
     """
-    import focus_ros
+    import importlib.metadata
+    import json
 
-    package_dir = Path(focus_ros.__file__).resolve().parent
-    if package_dir.parent.name not in ("site-packages", "dist-packages"):
+    try:
+        distribution = importlib.metadata.distribution(PACKAGE)
+    except importlib.metadata.PackageNotFoundError:
         return None
-    prefix = package_dir.parents[3]
-    if (prefix / "share" / "ament_index" / "resource_index" / "packages" / PACKAGE).is_file():
-        return prefix
-    return None
+    direct_url = json.loads(distribution.read_text("direct_url.json") or "{}")
+    if direct_url.get("dir_info", {}).get("editable"):
+        return None
+    try:
+        from ament_index_python.packages import PackageNotFoundError, get_package_prefix
+        prefix = Path(get_package_prefix(PACKAGE)).resolve()
+    except (ImportError, PackageNotFoundError):
+        return None
+    site_packages = Path(distribution.locate_file("")).resolve()
+    return prefix if site_packages.is_relative_to(prefix) else None
 
 
 def executable_directories() -> list[Path]:
