@@ -65,7 +65,7 @@ cd "$workspace"
 echo "== colcon build (log: build.log)"
 start=$(date +%s)
 run_in_group colcon build --base-paths src/focus_ros src/focus_ros/interfaces --packages-up-to focus_ros \
-    --cmake-args -DFOCUS_ROS_PYPI_WHEELS=ON -DPython3_EXECUTABLE="$venv/bin/python" -DBUILD_TESTING=OFF \
+    --cmake-args -DFOCUS_ROS_PYPI_WHEELS=ON -DPython3_EXECUTABLE="$venv/bin/python" \
     > build.log 2>&1 || { tail -40 build.log; echo "colcon build failed"; exit 1; }
 echo "   built in $(( $(date +%s) - start )) s"
 

@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = "focus_ros"
+REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
 _domain_counter = itertools.count()
 _running: list["NodeProcess"] = []
@@ -46,20 +47,33 @@ def ros_environment() -> dict:
     return env
 
 
+def _installed_distribution():
+    """The first installed focus_ros metadata on sys.path, skipping the checkout's own build
+    artifacts (the ``focus_ros.egg-info`` an editable install or a build leaves in the source)."""
+    import importlib.metadata
+
+    checkout = REPOSITORY_ROOT.resolve()
+    for entry in sys.path:
+        folder = Path(entry or ".").resolve()
+        if folder == checkout or not folder.is_dir():
+            continue
+        for distribution in importlib.metadata.distributions(name=PACKAGE, path=[str(folder)]):
+            return distribution
+    return None
+
+
 def install_prefix() -> Path | None:
     """The ament install prefix of the focus_ros under test (colcon layout), or None (.venv layout).
 
     ``colcon test`` puts the installed package's metadata first on the path (PYTHONPATH) while
-    pytest imports the code from the source folder; ``make test`` uses the editable install of
+    pytest imports the code from the source folder; ``make test`` finds the editable install of
     the .venv (its metadata says so). So: an editable focus_ros -> None; otherwise the prefix the
     ament index gives for focus_ros (what ``ros2 run`` uses), if that prefix holds the metadata.
     """
-    import importlib.metadata
     import json
 
-    try:
-        distribution = importlib.metadata.distribution(PACKAGE)
-    except importlib.metadata.PackageNotFoundError:
+    distribution = _installed_distribution()
+    if distribution is None:
         return None
     direct_url = json.loads(distribution.read_text("direct_url.json") or "{}")
     if direct_url.get("dir_info", {}).get("editable"):
@@ -67,7 +81,7 @@ def install_prefix() -> Path | None:
     try:
         from ament_index_python.packages import PackageNotFoundError, get_package_prefix
         prefix = Path(get_package_prefix(PACKAGE)).resolve()
-    except (ImportError, PackageNotFoundError):
+    except (ImportError, OSError, PackageNotFoundError):
         return None
     site_packages = Path(distribution.locate_file("")).resolve()
     return prefix if site_packages.is_relative_to(prefix) else None

@@ -99,8 +99,10 @@ def test_readme_rosdep_line_finds_the_nested_interface_packages(tmp_path):
     catkin_pkg's crawler, which does not look inside a package (so interfaces/ must be named)."""
     catkin_packages = pytest.importorskip("catkin_pkg.packages")
     workspace = tmp_path / "ws"
-    (workspace / "src").mkdir(parents=True)
-    (workspace / "src" / "focus_ros").symlink_to(REPOSITORY_ROOT)
+    clone = workspace / "src" / "focus_ros"   # the clone's manifest and interfaces, as links
+    clone.mkdir(parents=True)
+    (clone / "package.xml").symlink_to(REPOSITORY_ROOT / "package.xml")
+    (clone / "interfaces").symlink_to(REPOSITORY_ROOT / "interfaces")
     found = set()
     for path in readme_rosdep_paths():
         found |= {package.name for package in catkin_packages.find_packages(str(workspace / path)).values()}
