@@ -226,7 +226,10 @@ def _parameter_value(value, arguments):
         try:
             loaded = yaml.safe_load(text)
         except yaml.YAMLError:
-            return text
+            raise LaunchFileError(f"parameter value {text!r} is not valid YAML (launch_ros refuses it; "
+                                  "wrap it in ParameterValue(..., value_type=str))") from None
+        if isinstance(loaded, list) and len({type(item) for item in loaded}) > 1:
+            return text  # launch_ros keeps a list of mixed types as the text
         return loaded if isinstance(loaded, (bool, int, float, str, list)) else text
     if isinstance(value, (list, tuple)):
         return [_parameter_value(item, arguments) for item in value]
