@@ -70,7 +70,8 @@ run_in_group colcon build --base-paths src/focus_ros src/focus_ros/interfaces --
 echo "   built in $(( $(date +%s) - start )) s"
 
 subset=${COLCON_PYTEST_ARGS:-"test/test_workspace_install.py test/test_launch_files.py \
-test/test_package_manifest.py test/test_parameters.py test/test_interfaces.py test/test_end_to_end.py \
+test/test_launch_stand_in.py test/test_package_manifest.py test/test_parameters.py test/test_process_cleanup.py \
+test/test_interfaces.py test/test_end_to_end.py \
 test/test_angular_velocity_node.py"}
 # options here (--pytest-args takes words without dashes); pytest's temporary files inside the workspace
 export PYTEST_ADDOPTS="-rs --basetemp=$workspace/pytest-tmp ${PYTEST_ADDOPTS:-}"

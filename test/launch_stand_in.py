@@ -16,8 +16,8 @@ builds and resolves it the way launch_ros does:
   in the order given, a dict written to a temporary YAML file (``/**: ros__parameters:``).
 
 What it cannot prove: that real `launch` accepts the file (keyword names, action types it does
-not model); anything it does not model (``IncludeLaunchDescription``, ``PythonExpression``,
-event handlers, ...) fails loudly here, naming the missing piece, rather than passing unchecked.
+not model); anything it does not model (``IncludeLaunchDescription``, event handlers, ...)
+fails loudly here, naming the missing piece, rather than passing unchecked.
 """
 
 from __future__ import annotations
@@ -73,6 +73,23 @@ class PathJoinSubstitution(Substitution):
 
     def perform(self, arguments):
         return str(Path(*[perform(part, arguments) for part in self.parts]))
+
+
+class PythonExpression(Substitution):
+    """launch's PythonExpression: the substituted text evaluated by Python, with ``math`` (or the
+    ``python_modules`` named) importable, the result as text."""
+
+    def __init__(self, expression, python_modules=("math",)):
+        self.expression = expression
+        self.modules = python_modules
+
+    def perform(self, arguments):
+        import importlib
+
+        modules = [perform(m, arguments) for m in (self.modules if isinstance(self.modules, (list, tuple))
+                                                   else [self.modules])]
+        namespace = {name: importlib.import_module(name) for name in modules}
+        return str(eval(perform(self.expression, arguments), namespace))
 
 
 class FindPackageShare(Substitution):
@@ -311,7 +328,7 @@ def stand_in_modules() -> dict[str, types.ModuleType]:
                                                      "GroupAction": GroupAction, "LogInfo": LogInfo}),
         "launch.substitutions": _module("launch.substitutions", {
             "LaunchConfiguration": LaunchConfiguration, "TextSubstitution": TextSubstitution,
-            "PathJoinSubstitution": PathJoinSubstitution}),
+            "PathJoinSubstitution": PathJoinSubstitution, "PythonExpression": PythonExpression}),
         "launch.conditions": _module("launch.conditions", {"IfCondition": IfCondition,
                                                            "UnlessCondition": UnlessCondition}),
         "launch_ros": _module("launch_ros", {}),
