@@ -66,7 +66,8 @@ def alive(pid: int) -> bool:
 def run_inner(tmp_path, selection, **popen):
     pids = tmp_path / "pids.txt"
     (tmp_path / "test_inner.py").write_text(textwrap.dedent(INNER.format(pids=str(pids))))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TEST_DIR), os.environ.get("PYTHONPATH", "")]))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}  # colcon test passes its own
+    env["PYTHONPATH"] = os.pathsep.join([str(TEST_DIR), os.environ.get("PYTHONPATH", "")])
     command = [sys.executable, "-m", "pytest", "-q", "-p", "conftest", "-p", "no:cacheprovider",
                "--rootdir", str(tmp_path), "--basetemp", str(tmp_path / "base"), str(tmp_path / "test_inner.py"),
                "-k", selection]
