@@ -86,3 +86,29 @@ def test_wrong_type_at_run_time_is_still_refused(context):
         assert node.get_parameter("count").value == 3
     finally:
         node.destroy_node()
+
+
+def test_every_node_of_the_package_takes_integers_for_doubles():
+    """Every rclpy Node class in the executables' modules derives from FocusNode (the
+    console scripts of setup.py, so a new node is covered when its entry point is added)."""
+    import ast
+    import importlib
+    import inspect
+
+    from rclpy.node import Node
+
+    from conftest import REPOSITORY_ROOT
+
+    setup = ast.parse((REPOSITORY_ROOT / "setup.py").read_text())
+    scripts = [node.value for node in ast.walk(setup)
+               if isinstance(node, ast.Constant) and isinstance(node.value, str) and " = focus_ros." in node.value]
+    modules = {script.split("=")[1].strip().split(":")[0] for script in scripts}
+    assert "focus_ros.ros.angular_velocity_node" in modules and "focus_ros.ros.replay_node" in modules
+    node_classes = []
+    for name in sorted(modules):
+        module = importlib.import_module(name)
+        node_classes += [cls for _, cls in inspect.getmembers(module, inspect.isclass)
+                         if issubclass(cls, Node) and cls.__module__ == module.__name__]
+    assert node_classes
+    refusing = [f"{cls.__module__}.{cls.__name__}" for cls in node_classes if not issubclass(cls, FocusNode)]
+    assert not refusing, f"derive from focus_ros.ros.parameters.FocusNode (rate:=1 is a rate): {refusing}"
