@@ -17,6 +17,8 @@ setup(
         (f"share/{PACKAGE}/config", glob("config/*")),
     ],
     install_requires=["setuptools", "numpy", "numba", "scipy", "rosbags", "pyyaml", "tqdm"],
+    # `colcon test` runs pytest only when the package names it as its test requirement
+    extras_require={"test": ["pytest"]},
     zip_safe=True,
     maintainer="focus_ros developers",
     maintainer_email="focus_ros@example.org",

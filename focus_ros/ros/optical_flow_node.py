@@ -36,7 +36,6 @@ import numpy as np
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.node import Node
 from sensor_msgs.msg import Image
 
 from focus_ros.estimators.optical_flow import (APERTURE, FEW_EVENTS, FLAT, OUT_OF_RANGE, REASONS, T_REF_CHOICES, VALID,
@@ -45,6 +44,7 @@ from focus_ros.losses import LOSSES
 from focus_ros.ros import messages
 from focus_ros.ros.entry_point import run_node
 from focus_ros.ros.event_input import EventBatch, EventInput, descriptor
+from focus_ros.ros.parameters import FocusNode
 from focus_ros.windows import CountWindowCutter, DurationWindowCutter
 
 DEFAULTS = OpticalFlowSettings()
@@ -99,7 +99,7 @@ def flow_image_message(estimate, stamp, frame_id: str) -> Image:
     return message
 
 
-class OpticalFlowNode(Node):
+class OpticalFlowNode(FocusNode):
     """Thin ROS wrapper around :class:`OpticalFlowEstimator` (see the module docstring)."""
 
     def __init__(self, **kwargs):

@@ -33,7 +33,7 @@ import rclpy
 import rclpy.executors
 from geometry_msgs.msg import TwistStamped
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
-from rclpy.node import Node
+from focus_ros.ros.parameters import FocusNode
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from focus_ros.events import NANOSECONDS_PER_SECOND
@@ -53,7 +53,7 @@ def message_class(message_type: str):
         raise BagError(f"message type {message_type} is not available in this ROS environment") from None
 
 
-class BagReplayer(Node):
+class BagReplayer(FocusNode):
     """Publishes a bag's messages (see the module docstring)."""
 
     def __init__(self, bag: str | None = None, rate: float | None = None, **kwargs):
