@@ -38,7 +38,7 @@ from rosbags.rosbag1 import Writer as Ros1Writer
 from rosbags.rosbag2 import StoragePlugin
 from rosbags.rosbag2 import Writer as Ros2Writer
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
-from ruamel.yaml import YAML
+import yaml
 
 from focus_ros import transport
 from focus_ros.camera import Calibration
@@ -132,7 +132,7 @@ def ros2_storage_identifier(path) -> tuple[str, bool]:
     """
     path = Path(path)
     try:
-        metadata = YAML(typ="safe").load((path / "metadata.yaml").read_text())
+        metadata = yaml.safe_load((path / "metadata.yaml").read_text())
         information = metadata["rosbag2_bagfile_information"]
     except Exception as error:
         raise BagError(f"{path}: unreadable metadata.yaml: {_one_line(error)}") from None
@@ -154,11 +154,10 @@ def _with_storage_identifier(path: Path, storage: str) -> tempfile.TemporaryDire
     """A temporary bag folder: metadata.yaml with ``storage`` filled in, the storage files
     linked (not copied). Removed when the returned object is cleaned up."""
     folder = tempfile.TemporaryDirectory(prefix="focus_ros_bag_")
-    yaml = YAML(typ="safe")
-    metadata = yaml.load((path / "metadata.yaml").read_text())
+    metadata = yaml.safe_load((path / "metadata.yaml").read_text())
     metadata["rosbag2_bagfile_information"]["storage_identifier"] = storage
     with open(Path(folder.name) / "metadata.yaml", "w") as stream:
-        yaml.dump(metadata, stream)
+        yaml.safe_dump(metadata, stream)
     for item in path.iterdir():
         if item.name != "metadata.yaml":
             (Path(folder.name) / item.name).symlink_to(item.resolve())
