@@ -1,0 +1,195 @@
+"""The depth evaluation as tables (Markdown, CSV) and pictures (PNG), from a
+:class:`~focus_ros.evaluation.depth.DepthEvaluation`.
+
+- :func:`depth_markdown`: one table per polarity mode, one row per method (focus losses, then
+  the max-vote baseline): median / mean relative error, share within 5 % and 10 %, density,
+  time per keyframe, and median / within-5 % at the baseline's density;
+- :func:`write_depth_csv`: the same numbers, one record per (method, polarity);
+- :func:`plot_depth_panels`: depth maps (near red, far blue, over the event image), confidence
+  maps and rendered point clouds of a few methods side by side, ground truth first (the
+  paper's slider_depth figure);
+- :func:`plot_focus_curves`: focus score versus depth of one patch for every loss, normalised
+  to [0, 1], with the true depth marked (the paper's Fig. 7).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from focus_ros.evaluation.depth import MAX_VOTE, DepthResult, percent
+from focus_ros.evaluation.plots import _save, plt
+from focus_ros.evaluation.tables import POLARITY_HEADINGS, _cell, _number, markdown_table, write_csv
+
+CSV_COLUMNS = ("method", "title", "polarity", "status", "keyframes", "keyframes_with_depth", "points",
+               "median_rel_error", "mean_rel_error", "within_5", "within_10", "density", "edge_share",
+               "ms_per_keyframe", "points_at_baseline_density", "median_rel_error_at_baseline_density",
+               "within_5_at_baseline_density", "within_10_at_baseline_density")
+
+
+def method_title(method: str) -> str:
+    """The row label: the loss's Table-1 title, or "Max vote (EMVS)"."""
+    if method == MAX_VOTE:
+        return "Max vote (EMVS baseline)"
+    from focus_ros.losses import LOSSES
+    return LOSSES[method].title if method in LOSSES else method
+
+
+def _csv_record(row: DepthResult) -> dict:
+    record = {"method": row.method, "title": method_title(row.method), "polarity": row.polarity,
+              "status": row.status, "keyframes": row.keyframes, "keyframes_with_depth": row.keyframes_with_depth,
+              "ms_per_keyframe": _number(row.ms_per_keyframe)}
+    if row.errors is not None:
+        e = row.errors
+        record.update(points=e.points, median_rel_error=_number(e.median), mean_rel_error=_number(e.mean),
+                      within_5=_number(e.within_5), within_10=_number(e.within_10), density=_number(e.density),
+                      edge_share=_number(e.edge_share))
+    if row.at_baseline_density is not None:
+        b = row.at_baseline_density
+        record.update(points_at_baseline_density=b.points, median_rel_error_at_baseline_density=_number(b.median),
+                      within_5_at_baseline_density=_number(b.within_5),
+                      within_10_at_baseline_density=_number(b.within_10))
+    return record
+
+
+class _CsvRow:
+    def __init__(self, row: DepthResult):
+        self.row = row
+
+    def csv_record(self) -> dict:
+        return _csv_record(self.row)
+
+
+def write_depth_csv(rows: list[DepthResult], path) -> None:
+    """One CSV record per (method, polarity); fractions (not %), errors relative, NaN empty."""
+    write_csv([_CsvRow(row) for row in rows], Path(path), CSV_COLUMNS)
+
+
+def depth_markdown(rows: list[DepthResult], polarity_modes=("without", "with")) -> str:
+    """One Markdown table per polarity mode (module docstring); the best median error bold."""
+    header = ["Method", "median err [%]", "mean err [%]", "≤ 5 % [%]", "≤ 10 % [%]", "density [%]", "points",
+              "ms/keyframe", "median err @ baseline density [%]", "≤ 5 % @ baseline density [%]"]
+    sections = []
+    for mode in polarity_modes:
+        mode_rows = [row for row in rows if row.polarity == mode]
+        if not mode_rows:
+            continue
+        medians = [row.errors.median for row in mode_rows if row.status == "ok" and row.errors is not None
+                   and np.isfinite(row.errors.median)]
+        best = min(medians) if medians else None
+        cells = []
+        for row in mode_rows:
+            if row.status != "ok" or row.errors is None:
+                cells.append([method_title(row.method)] + ["-"] * (len(header) - 1))
+                continue
+            e, b = row.errors, row.at_baseline_density
+            median = _cell(percent(e.median))
+            if best is not None and _cell(percent(best)) == median:
+                median = f"**{median}**"
+            cells.append([method_title(row.method), median, _cell(percent(e.mean)), _cell(percent(e.within_5), 1),
+                          _cell(percent(e.within_10), 1), _cell(percent(e.density)), str(e.points),
+                          _cell(row.ms_per_keyframe, 0), _cell(percent(b.median)), _cell(percent(b.within_5), 1)])
+        sections.append(f"Polarity {POLARITY_HEADINGS[mode]} ({mode} polarity):\n\n" + markdown_table(header, cells))
+    return "\n".join(sections)
+
+
+# ---------------------------------------------------------------------------------------- pictures
+
+
+def _cloud_axes(panel, points_world: np.ndarray, depths: np.ndarray, z_range, title: str) -> None:
+    """Scatter of world points (m) seen from behind and above the camera, coloured by depth."""
+    from focus_ros.depth.pictures import depth_colors
+    if len(points_world):
+        colors = depth_colors(depths, *z_range) / 255.0
+        panel.scatter(points_world[:, 0], points_world[:, 1], points_world[:, 2], s=0.3, c=colors, depthshade=False,
+                      linewidths=0)
+    panel.view_init(elev=25, azim=-150)
+    panel.set_title(title, fontsize=8)
+    panel.tick_params(labelsize=5)
+    panel.set_xlabel("x [m]", fontsize=6)
+    panel.set_ylabel("y [m]", fontsize=6)
+    panel.set_zlabel("z [m]", fontsize=6)
+
+
+def plot_depth_panels(evaluation, methods, path, polarity: str = "without", max_points: int = 20000,
+                      title: str = "") -> Path:
+    """Columns: ground truth, then each method of ``methods`` (first keyframe, one polarity
+    mode); rows: depth map over the event image, confidence map (dark = high focus), point
+    cloud in the world frame. Colours: near red, far blue, over the settings' depth range."""
+    from focus_ros.depth.pictures import confidence_picture, depth_picture, event_image
+
+    settings = evaluation.settings
+    z_range = (settings.z_min_m, settings.z_max_m)
+    outcomes = [(m, evaluation.first_outcomes.get((m, polarity))) for m in methods]
+    outcomes = [(m, o) for m, o in outcomes if o is not None]
+    votes = evaluation.dsi_votes[polarity]
+    background = event_image(votes)
+    truth = evaluation.first_truth
+    columns = 1 + len(outcomes)
+    figure = plt.figure(figsize=(2.6 * columns, 6.6))
+    rng = np.random.default_rng(0)
+
+    def image_panel(row, column, image, label, cmap=None):
+        panel = figure.add_subplot(3, columns, row * columns + column + 1)
+        panel.imshow(image, cmap=cmap)
+        panel.set_title(label, fontsize=8)
+        panel.axis("off")
+
+    # ground truth column: true depth everywhere, the event image, the true cloud
+    image_panel(0, 0, depth_picture(truth.depth_m, background, *z_range), "ground truth depth")
+    image_panel(1, 0, background, "event image (max |votes|)", cmap="gray_r")
+    keyframe0 = outcomes[0][1].keyframe if outcomes else None
+    panel = figure.add_subplot(3, columns, 2 * columns + 1, projection="3d")
+    if keyframe0 is not None:
+        from focus_ros.depth.semidense import back_project
+        calibration = evaluation.calibration
+        points, pixels = back_project(truth.depth_m, calibration, keyframe0.world_from_camera)
+        depths = truth.depth_m[pixels[:, 1], pixels[:, 0]]
+        pick = rng.permutation(len(points))[:max_points]
+        _cloud_axes(panel, points[pick], depths[pick], z_range, "ground truth cloud")
+    for column, (method, outcome) in enumerate(outcomes, start=1):
+        keyframe = outcome.keyframe
+        label = method_title(method)
+        image_panel(0, column, depth_picture(keyframe.depth_m, background, *z_range), label)
+        image_panel(1, column, confidence_picture(keyframe.confidence), "confidence", cmap="gray")
+        panel = figure.add_subplot(3, columns, 2 * columns + column + 1, projection="3d")
+        depths = keyframe.depth_m[keyframe.pixels[:, 1], keyframe.pixels[:, 0]]
+        pick = rng.permutation(len(depths))[:max_points]
+        _cloud_axes(panel, keyframe.points_world[pick], depths[pick], z_range,
+                    f"{len(depths)} points")
+    figure.suptitle(title, fontsize=9)
+    figure.tight_layout()
+    return _save(figure, path)
+
+
+def plot_focus_curves(depths_m: np.ndarray, curves: dict, true_depth_m: float, path, pixel=None,
+                      columns: int = 5, title: str = "") -> Path:
+    """One small panel per loss: its focus score along depth (m) for one patch, normalised
+    to [0, 1] (sign applied: 1 = sharpest), the true depth as a dotted line."""
+    count = len(curves)
+    columns = max(1, min(columns, count))
+    rows = int(np.ceil(count / columns))
+    figure, axes = plt.subplots(rows, columns, figsize=(2.6 * columns, 2.0 * rows), squeeze=False,
+                                sharex=True, sharey=True)
+    for panel, (name, scores) in zip(axes.ravel(), curves.items()):
+        scores = np.asarray(scores, np.float64)
+        span = np.nanmax(scores) - np.nanmin(scores)
+        normalized = (scores - np.nanmin(scores)) / span if span > 0 else np.zeros_like(scores)
+        panel.plot(depths_m, normalized, linewidth=1.0, color="tab:blue")
+        panel.axvline(true_depth_m, color="black", linestyle=":", linewidth=1.0)
+        panel.axvline(depths_m[int(np.nanargmax(scores))], color="tab:red", linewidth=0.8, alpha=0.6)
+        panel.set_title(method_title(name), fontsize=7)
+        panel.tick_params(labelsize=6)
+        panel.grid(alpha=0.3)
+    for panel in axes.ravel()[count:]:
+        panel.axis("off")
+    for panel in axes[-1]:
+        panel.set_xlabel("depth Z [m]", fontsize=7)
+    for panel in axes[:, 0]:
+        panel.set_ylabel("normalised focus", fontsize=7)
+    where = f" at pixel {pixel}" if pixel is not None else ""
+    figure.suptitle(title or f"Focus versus depth of one 3×3 patch{where}: dotted = true depth "
+                             f"({true_depth_m:.3f} m), red = peak", fontsize=9)
+    figure.tight_layout()
+    return _save(figure, path)
