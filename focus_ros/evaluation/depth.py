@@ -25,9 +25,10 @@ Protocol
    |Z_est − Z_true| / Z_true, its median and mean, the share within 5 % and 10 %; density =
    published points / reference pixels with ground truth; time per keyframe = DSI build +
    depth from the DSI for that method (median over keyframes, ms).
-5. **Equal density**: the same statistics on each method's ``n`` most confident published
-   points per keyframe, ``n`` = the max-vote baseline's point count on that keyframe
-   (:attr:`DepthResult.at_baseline_density`), to compare accuracy at the same density.
+5. **Equal density**: to compare a loss with the max-vote baseline at the same density, the
+   same statistics on the ``n`` most confident published points of each, ``n`` = the smaller
+   of their point counts on each keyframe (:attr:`DepthResult.at_equal_density`,
+   :attr:`DepthResult.baseline_at_equal_density`).
 """
 
 from __future__ import annotations
@@ -204,16 +205,19 @@ class DepthErrors:
 @dataclass
 class DepthResult:
     """One (method, polarity) row: method is a loss name or "max_vote"; status "ok" or why
-    there is no number ("unsupported: ..."); errors over the published points; at_baseline_density
-    over the most confident points at the max-vote baseline's density; ms_per_keyframe: median
-    of DSI build + depth from DSI; keyframes / keyframes_with_depth: evaluated / with points;
-    warnings: the engine's keyframe warnings."""
+    there is no number ("unsupported: ..."); errors over the published points;
+    at_equal_density / baseline_at_equal_density: this method's and the max-vote baseline's
+    most confident points, as many of each as the sparser of the two has on every keyframe
+    (None without the baseline); ms_per_keyframe: median of DSI build + depth from DSI;
+    keyframes / keyframes_with_depth: evaluated / with points; warnings: the engine's
+    keyframe warnings."""
 
     method: str
     polarity: str
     status: str = "ok"
     errors: DepthErrors | None = None
-    at_baseline_density: DepthErrors | None = None
+    at_equal_density: DepthErrors | None = None
+    baseline_at_equal_density: DepthErrors | None = None
     ms_per_keyframe: float = float("nan")
     keyframes: int = 0
     keyframes_with_depth: int = 0
@@ -240,7 +244,7 @@ class DepthEvaluation:
     windows, the ground truth of the first keyframe on the reference grid, and the first
     keyframe's outcome per (method, polarity) for pictures; dsi_votes: the first keyframe's
     DSI votes per polarity mode (H, W, planes) for pictures and focus curves; depths_m: plane
-    depths."""
+    depths (m); patch_focus: loss -> the estimator's PatchFocus (for focus curves)."""
 
     rows: list
     windows: list
@@ -250,33 +254,39 @@ class DepthEvaluation:
     depths_m: np.ndarray
     settings: object
     calibration: Calibration
+    patch_focus: object = None
 
 
-def _summarize(method, polarity, per_keyframe, baseline_counts, truth_pixels) -> DepthResult:
-    """Pool per-keyframe outcomes of one (method, polarity) into a DepthResult."""
-    errors, edges, top_errors, top_edges, seconds, warnings = [], [], [], [], [], []
-    with_depth = 0
-    for index, outcome in enumerate(per_keyframe):
-        keyframe = outcome.keyframe
-        seconds.append(outcome.seconds)
-        if keyframe.warning:
-            warnings.append(keyframe.warning)
-        if len(outcome.errors):
-            with_depth += 1
-        errors.append(outcome.errors)
-        edges.append(outcome.edges)
-        count = baseline_counts[index]
-        order = np.argsort(-np.nan_to_num(keyframe.point_confidence.astype(np.float64), nan=-np.inf),
-                           kind="stable")[:count]
-        top_errors.append(outcome.errors[order])
-        top_edges.append(outcome.edges[order])
-    keyframes = len(per_keyframe)
-    pixels = int(np.sum(truth_pixels))
-    result = DepthResult(method, polarity, keyframes=keyframes, keyframes_with_depth=with_depth,
-                         warnings=sorted(set(warnings)), ms_per_keyframe=1e3 * float(np.median(seconds)))
-    result.errors = DepthErrors.from_errors(np.concatenate(errors), np.concatenate(edges), pixels)
-    result.at_baseline_density = DepthErrors.from_errors(np.concatenate(top_errors), np.concatenate(top_edges),
-                                                         pixels)
+def _most_confident(outcome: KeyframeOutcome, count: int) -> np.ndarray:
+    """Indices of the ``count`` published points of highest confidence."""
+    confidence = np.nan_to_num(outcome.keyframe.point_confidence.astype(np.float64), nan=-np.inf)
+    return np.argsort(-confidence, kind="stable")[:count]
+
+
+def _pooled(outcomes, selections, truth_pixels) -> DepthErrors:
+    """DepthErrors of the selected points of every keyframe (all points when selections is None)."""
+    errors, edges = [], []
+    for index, outcome in enumerate(outcomes):
+        chosen = slice(None) if selections is None else selections[index]
+        errors.append(outcome.errors[chosen])
+        edges.append(outcome.edges[chosen])
+    return DepthErrors.from_errors(np.concatenate(errors), np.concatenate(edges), int(np.sum(truth_pixels)))
+
+
+def _summarize(method, polarity, per_keyframe, baseline, truth_pixels) -> DepthResult:
+    """Pool per-keyframe outcomes of one (method, polarity) into a DepthResult; baseline: the
+    max-vote outcomes of the same keyframes (None when not evaluated)."""
+    warnings = sorted({o.keyframe.warning for o in per_keyframe if o.keyframe.warning})
+    result = DepthResult(method, polarity, keyframes=len(per_keyframe),
+                         keyframes_with_depth=sum(len(o.errors) > 0 for o in per_keyframe), warnings=warnings,
+                         ms_per_keyframe=1e3 * float(np.median([o.seconds for o in per_keyframe])))
+    result.errors = _pooled(per_keyframe, None, truth_pixels)
+    if baseline is not None:
+        counts = [min(len(o.errors), len(b.errors)) for o, b in zip(per_keyframe, baseline)]
+        result.at_equal_density = _pooled(per_keyframe, [_most_confident(o, n) for o, n in
+                                                         zip(per_keyframe, counts)], truth_pixels)
+        result.baseline_at_equal_density = _pooled(baseline, [_most_confident(b, n) for b, n in
+                                                              zip(baseline, counts)], truth_pixels)
     return result
 
 
@@ -356,17 +366,15 @@ def evaluate_depth(recording, methods, polarity_modes=POLARITY_MODES, keyframes:
     rows = []
     for polarity in polarity_modes:
         baseline = outcomes.get((MAX_VOTE, polarity))
-        counts = ([len(o.errors) for o in baseline] if baseline is not None
-                  else [np.iinfo(np.int64).max] * len(windows))
         for method in methods:
             key = (method, polarity)
             if key in refused:
                 rows.append(DepthResult(method, polarity, status=f"unsupported: {refused[key]}"))
                 continue
-            rows.append(_summarize(method, polarity, outcomes[key], counts, truth_pixels))
+            rows.append(_summarize(method, polarity, outcomes[key], baseline, truth_pixels))
     first_outcomes = {key: value[0] for key, value in outcomes.items()}
     return DepthEvaluation(rows, windows, first_truth, first_outcomes, dsi_votes, estimator.depths_m.copy(),
-                           settings, calibration)
+                           settings, calibration, estimator.patch_focus)
 
 
 def focus_curves(votes: np.ndarray, x: int, y: int, losses, patch_focus) -> dict:

@@ -24,8 +24,9 @@ from focus_ros.evaluation.tables import POLARITY_HEADINGS, _cell, _number, markd
 
 CSV_COLUMNS = ("method", "title", "polarity", "status", "keyframes", "keyframes_with_depth", "points",
                "median_rel_error", "mean_rel_error", "within_5", "within_10", "density", "edge_share",
-               "ms_per_keyframe", "points_at_baseline_density", "median_rel_error_at_baseline_density",
-               "within_5_at_baseline_density", "within_10_at_baseline_density")
+               "ms_per_keyframe", "equal_density_points", "median_rel_error_at_equal_density",
+               "within_5_at_equal_density", "baseline_median_rel_error_at_equal_density",
+               "baseline_within_5_at_equal_density")
 
 
 def method_title(method: str) -> str:
@@ -45,11 +46,12 @@ def _csv_record(row: DepthResult) -> dict:
         record.update(points=e.points, median_rel_error=_number(e.median), mean_rel_error=_number(e.mean),
                       within_5=_number(e.within_5), within_10=_number(e.within_10), density=_number(e.density),
                       edge_share=_number(e.edge_share))
-    if row.at_baseline_density is not None:
-        b = row.at_baseline_density
-        record.update(points_at_baseline_density=b.points, median_rel_error_at_baseline_density=_number(b.median),
-                      within_5_at_baseline_density=_number(b.within_5),
-                      within_10_at_baseline_density=_number(b.within_10))
+    if row.at_equal_density is not None:
+        mine, baseline = row.at_equal_density, row.baseline_at_equal_density
+        record.update(equal_density_points=mine.points, median_rel_error_at_equal_density=_number(mine.median),
+                      within_5_at_equal_density=_number(mine.within_5),
+                      baseline_median_rel_error_at_equal_density=_number(baseline.median),
+                      baseline_within_5_at_equal_density=_number(baseline.within_5))
     return record
 
 
@@ -67,9 +69,12 @@ def write_depth_csv(rows: list[DepthResult], path) -> None:
 
 
 def depth_markdown(rows: list[DepthResult], polarity_modes=("without", "with")) -> str:
-    """One Markdown table per polarity mode (module docstring); the best median error bold."""
+    """One Markdown table per polarity mode (module docstring); the best median error in bold.
+    The last two columns compare with the max-vote baseline at equal density: this method /
+    max vote, each on its most confident points, as many as the sparser of the two has."""
     header = ["Method", "median err [%]", "mean err [%]", "≤ 5 % [%]", "≤ 10 % [%]", "density [%]", "points",
-              "ms/keyframe", "median err @ baseline density [%]", "≤ 5 % @ baseline density [%]"]
+              "ms/keyframe", "median err, equal density: this / max vote [%]",
+              "≤ 5 %, equal density: this / max vote [%]"]
     sections = []
     for mode in polarity_modes:
         mode_rows = [row for row in rows if row.polarity == mode]
@@ -83,13 +88,18 @@ def depth_markdown(rows: list[DepthResult], polarity_modes=("without", "with")) 
             if row.status != "ok" or row.errors is None:
                 cells.append([method_title(row.method)] + ["-"] * (len(header) - 1))
                 continue
-            e, b = row.errors, row.at_baseline_density
+            e = row.errors
             median = _cell(percent(e.median))
             if best is not None and _cell(percent(best)) == median:
                 median = f"**{median}**"
+            equal_median = equal_within = "-"
+            if row.at_equal_density is not None and row.method != MAX_VOTE:
+                mine, baseline = row.at_equal_density, row.baseline_at_equal_density
+                equal_median = f"{_cell(percent(mine.median))} / {_cell(percent(baseline.median))}"
+                equal_within = f"{_cell(percent(mine.within_5), 1)} / {_cell(percent(baseline.within_5), 1)}"
             cells.append([method_title(row.method), median, _cell(percent(e.mean)), _cell(percent(e.within_5), 1),
                           _cell(percent(e.within_10), 1), _cell(percent(e.density)), str(e.points),
-                          _cell(row.ms_per_keyframe, 0), _cell(percent(b.median)), _cell(percent(b.within_5), 1)])
+                          _cell(row.ms_per_keyframe, 0), equal_median, equal_within])
         sections.append(f"Polarity {POLARITY_HEADINGS[mode]} ({mode} polarity):\n\n" + markdown_table(header, cells))
     return "\n".join(sections)
 
