@@ -307,6 +307,7 @@ def _peaks(scores, inverse_depths, refine, depth_out, confidence_out, index_out)
     height, width, planes = scores.shape
     rho0 = inverse_depths[0]
     drho = (inverse_depths[planes - 1] - rho0) / (planes - 1)
+    curve = np.empty(planes, np.float64)
     for y in range(height):
         for x in range(width):
             best = 0
@@ -324,14 +325,21 @@ def _peaks(scores, inverse_depths, refine, depth_out, confidence_out, index_out)
                     shift = 0.5 * (left - right) / curvature
                     position += min(0.5, max(-0.5, shift))
             depth_out[y, x] = 1.0 / (rho0 + position * drho)
-            confidence_out[y, x] = best_score
+            for i in range(planes):
+                curve[i] = scores[y, x, i]
+            confidence_out[y, x] = best_score - np.median(curve)
             index_out[y, x] = position
 
 
 def focus_peaks(scores: np.ndarray, inverse_depths: np.ndarray, refine: bool = True):
-    """(depth (H, W) float32 m, confidence (H, W) float32 = score at the peak, plane position
-    (H, W) float32, fractional) of the highest score along every pixel's ray. ``refine``:
-    a parabola through the peak and its two neighbours (in plane index, i.e. inverse depth)."""
+    """(depth (H, W) float32 m, confidence (H, W) float32, plane position (H, W) float32,
+    fractional) of the highest score along every pixel's ray. ``refine``: a parabola through
+    the peak and its two neighbours (in plane index, i.e. inverse depth).
+
+    Confidence is the peak's contrast, the score at the peak minus the median score along
+    the ray (score units). The paper takes the focus value at the peak; for the losses to
+    maximise the two differ by the curve's floor, but for those to minimise (the areas) the
+    value at the peak is highest on empty patches, so the contrast is used for all."""
     height, width, _ = scores.shape
     depth = np.empty((height, width), np.float32)
     confidence = np.empty((height, width), np.float32)

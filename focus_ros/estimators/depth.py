@@ -58,9 +58,10 @@ class DepthSettings:
     patch_sigma_px: σ of its Gaussian weights, px (default 1.0; centre weight 1).
     refine_peak: parabola through the peak and its neighbours (sub-plane depth).
     threshold_block_px: side of the adaptive threshold's Gaussian window, odd px (EMVS 5).
-    threshold_offset: a pixel is kept when its normalized confidence exceeds the local mean
-        by this fraction of the confidence range (default 0.02, EMVS's C = 5 of 255).
-    min_confidence: and is at least this normalized confidence (0–1, default 0.05).
+    threshold_offset: a pixel is kept when the rank of its confidence among the observed
+        pixels (0–1) exceeds the Gaussian mean rank of its neighbourhood by this (default 0);
+    min_confidence_rank: and is at least this rank (default 0.8: at most the 20 % most
+        confident observed pixels; the same density for every loss).
     median_filter_px: side of the median filter on the kept depths, odd px (EMVS 5–15;
         default 5; 1 = none).
     events_per_pose: events sharing one interpolated pose in the DSI (EMVS: 1024).
@@ -81,8 +82,8 @@ class DepthSettings:
     patch_sigma_px: float = 1.0
     refine_peak: bool = True
     threshold_block_px: int = 5
-    threshold_offset: float = 0.02
-    min_confidence: float = 0.05
+    threshold_offset: float = 0.0
+    min_confidence_rank: float = 0.8
     median_filter_px: int = 5
     events_per_pose: int = DEFAULT_EVENTS_PER_POSE
     min_parallax_px: float = 1.0
@@ -103,10 +104,12 @@ class DepthSettings:
                 raise ValueError(f"{name} must be an odd number of px, got {value!r}")
         if self.threshold_block_px < 3:
             raise ValueError(f"threshold_block_px must be >= 3, got {self.threshold_block_px}")
-        for name in ("threshold_offset", "min_confidence", "min_parallax_px"):
+        for name in ("threshold_offset", "min_parallax_px"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        if not 0.0 <= self.min_confidence_rank <= 1.0:
+            raise ValueError(f"min_confidence_rank must be within 0-1, got {self.min_confidence_rank!r}")
         if self.events_per_pose < 1 or self.min_events < 1:
             raise ValueError("events_per_pose and min_events must be >= 1")
 
@@ -118,8 +121,8 @@ class DepthKeyframe:
     t_ref_ns: reference time (ns); world_from_camera: 4×4 pose of the reference view (m);
     depth_m: (H, W) float32, metres along the optical axis on the undistorted (pinhole K)
     grid of the reference view, NaN = unknown (REP-118); confidence: (H, W) float32, the
-    focus score at the depth peak (loss units, sign so that higher is sharper; NaN where no
-    event voted); mask: (H, W) bool, the pixels of the semi-dense map; points_world: (M, 3)
+    contrast of the focus curve at its peak (score at the peak minus the curve's median,
+    loss units; NaN where no event voted; see focus_ros.depth.focus.focus_peaks); mask: (H, W) bool, the pixels of the semi-dense map; points_world: (M, 3)
     float32 m; point_confidence: (M,) float32; pixels: (M, 2) int32 (x, y) of the points;
     event_count: events in the keyframe; vote_count: bilinear votes cast inside the image;
     parallax_px: f · largest camera displacement from the reference · (1/z_min − 1/z_max);
@@ -220,7 +223,7 @@ class DepthEstimator:
         mark = time.perf_counter()
         observed = np.any(dsi.votes != 0.0, axis=2)
         mask = adaptive_threshold_mask(confidence, observed, settings.threshold_block_px,
-                                       settings.threshold_offset, settings.min_confidence)
+                                       settings.threshold_offset, settings.min_confidence_rank)
         filtered = median_filter_depth(depth, mask, settings.median_filter_px)
         points, pixels = back_project(filtered, self.calibration, dsi.world_from_reference)
         confidence = np.where(observed, confidence, np.float32(np.nan)).astype(np.float32)
