@@ -8,8 +8,8 @@ OUTPUT/depth_table.md (one table per polarity mode, one row per method: median a
 relative depth error, share within 5 % and 10 %, density, time per keyframe, accuracy at
 the max-vote baseline's density), OUTPUT/depth_table.csv, and the pictures
 OUTPUT/depth_maps.png (depth and confidence maps and point clouds of a few methods beside
-the ground truth) and OUTPUT/depth_focus_curves.png (focus versus depth of one patch, the
-paper's Fig. 7). Protocol: focus_ros/evaluation/depth.py and EVALUATION.md ("Depth").
+the ground truth), OUTPUT/depth_focus_curves.png (focus versus depth of one patch, the
+paper's Fig. 7) and OUTPUT/depth_accuracy_density.png (accuracy versus density). Protocol: focus_ros/evaluation/depth.py and EVALUATION.md ("Depth").
 """
 
 from __future__ import annotations
@@ -43,6 +43,13 @@ def add_depth_settings_arguments(parser: argparse.ArgumentParser) -> None:
                        help=f"focus patch side, odd px (default {defaults.patch_size_px}, the paper's)")
     group.add_argument("--patch-sigma", type=float, default=defaults.patch_sigma_px, metavar="PX",
                        help=f"Gaussian sigma of the patch weights, px (default {defaults.patch_sigma_px:g})")
+    group.add_argument("--min-confidence-rank", type=float, default=defaults.min_confidence_rank, metavar="R",
+                       help="published pixels rank at least this high by confidence among the observed ones, 0-1 "
+                            f"(default {defaults.min_confidence_rank:g}: at most the top "
+                            f"{100 * (1 - defaults.min_confidence_rank):.0f} %%)")
+    group.add_argument("--threshold-offset", type=float, default=defaults.threshold_offset, metavar="R",
+                       help="adaptive threshold: a pixel's confidence rank must exceed its neighbourhood's mean "
+                            f"rank by this (default {defaults.threshold_offset:g})")
     group.add_argument("--median", type=int, default=defaults.median_filter_px, metavar="PX",
                        help=f"median filter side on the depth map, odd px, 1 = none "
                             f"(default {defaults.median_filter_px})")
@@ -54,6 +61,7 @@ def depth_settings_from_args(args) -> object:
     try:
         return DepthSettings(planes=args.planes, z_min_m=args.z_min, z_max_m=args.z_max,
                              patch_size_px=args.patch_size, patch_sigma_px=args.patch_sigma,
+                             min_confidence_rank=args.min_confidence_rank, threshold_offset=args.threshold_offset,
                              median_filter_px=args.median)
     except ValueError as error:
         raise UserError(str(error)) from None
@@ -152,7 +160,8 @@ def _header(args, description, evaluation, settings) -> str:
         "(ground-truth map times)",
         f"- DSI: {settings.planes} planes, {settings.z_min_m:g}-{settings.z_max_m:g} m (uniform in inverse depth); "
         f"{settings.patch_size_px}x{settings.patch_size_px} patches, Gaussian sigma {settings.patch_sigma_px:g} px; "
-        f"median filter {settings.median_filter_px} px",
+        f"published: confidence rank >= {settings.min_confidence_rank:g} and above the {settings.threshold_block_px}-px "
+        f"local mean + {settings.threshold_offset:g}; median filter {settings.median_filter_px} px",
         "- errors: |Z - Z_true| / Z_true on the published (semi-dense, median-filtered) points, pooled over "
         "keyframes; points on a depth edge are compared with the nearer side; density = points / reference "
         "pixels with ground truth; ms/keyframe = median of DSI build + depth from the DSI; equal density: each "
@@ -170,7 +179,9 @@ def _pictures(evaluation, plot_methods, methods, modes, output: Path, descriptio
         return []
     mode = modes[0]
     written = [depth_report.plot_depth_panels(evaluation, plot_methods, output / "depth_maps.png", mode,
-                                              title=f"{description}: first keyframe, {mode} polarity")]
+                                              title=f"{description}: first keyframe, {mode} polarity"),
+               depth_report.plot_accuracy_versus_density(evaluation.rows, output / "depth_accuracy_density.png",
+                                                         mode)]
     chooser = next((m for m in plot_methods if (m, mode) in evaluation.first_outcomes and m != MAX_VOTE), None)
     if chooser is None:
         return written

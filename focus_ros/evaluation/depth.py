@@ -4,7 +4,8 @@ against ground-truth depth maps (the simulator's, :mod:`focus_ros.sources.depth_
 Protocol
 --------
 1. **Keyframes** (:func:`keyframe_windows`): ``count`` reference times spread evenly over
-   the sequence, each snapped to the time of a ground-truth depth map (every 20 ms on the
+   the sequence (the middles of ``count`` equal parts of the event span where a whole
+   keyframe fits), each snapped to the time of a ground-truth depth map (every 20 ms on the
    simulator), so that the truth is exact (maps are never interpolated in time); a
    keyframe's events are the ``events_per_keyframe`` events centred on its reference time
    (shifted to fit inside the sequence).
@@ -45,7 +46,11 @@ from focus_ros.events import Events
 MAX_VOTE = "max_vote"
 #: relative disagreement (fraction) of the 2×2 truth pixels above which a pixel is on a depth edge
 EDGE_TOLERANCE = 0.01
+#: points closer than this (px) to a depth edge count as "near an edge" in the error breakdown
+NEAR_EDGE_PX = 3.0
 POLARITY_MODES = ("without", "with")
+#: fractions of each keyframe's published points (most confident first) for accuracy versus density
+DENSITY_FRACTIONS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
 
 # ---------------------------------------------------------------------------------------- keyframes
@@ -82,9 +87,9 @@ def keyframe_windows(event_t_ns: np.ndarray, truth_t_ns: np.ndarray, count: int,
     if not len(inside):
         raise ValueError(f"no ground-truth depth map inside the events' time span "
                          f"{event_t_ns[0] / 1e9:.6f}-{event_t_ns[-1] / 1e9:.6f} s")
-    # centre event indices evenly spread over the part where a whole keyframe fits
+    # centre event indices: the middles of `count` equal parts of the span where a whole keyframe fits
     low, high = size // 2, total - (size - size // 2)
-    centres = np.linspace(low, high, count + 2)[1:-1] if count > 1 or high > low else np.array([(low + high) / 2])
+    centres = low + (np.arange(count) + 0.5) * (high - low) / count
     windows, used = [], set()
     for centre in centres:
         wanted = int(event_t_ns[int(round(centre))])
@@ -106,11 +111,13 @@ def keyframe_windows(event_t_ns: np.ndarray, truth_t_ns: np.ndarray, count: int,
 class ReferenceTruth:
     """Ground truth on the undistorted reference grid (H, W): ``depth_m`` the bilinear truth
     (NaN outside the sensor), ``corners_m`` (H, W, 4) the depths of the 2×2 sensor pixels
-    around each grid pixel, ``at_edge`` where they disagree by more than EDGE_TOLERANCE."""
+    around each grid pixel, ``at_edge`` where they disagree by more than EDGE_TOLERANCE,
+    ``edge_distance_px`` the distance (px) to the nearest such depth discontinuity."""
 
     depth_m: np.ndarray
     corners_m: np.ndarray
     at_edge: np.ndarray
+    edge_distance_px: np.ndarray
 
     @property
     def known(self) -> np.ndarray:
@@ -144,16 +151,19 @@ def ground_truth_on_reference_grid(depth_sensor_m: np.ndarray, calibration: Cali
         at_edge = ~(spread <= edge_tolerance * np.nanmin(corners, axis=2)) & np.any(np.isfinite(corners), axis=2)
     bilinear = np.sum(weights * corners, axis=2)
     bilinear[at_edge | ~np.all(np.isfinite(corners), axis=2)] = np.nan
-    return ReferenceTruth(bilinear.astype(np.float32), corners.astype(np.float32), at_edge)
+    import cv2
+    distance = cv2.distanceTransform((~at_edge).astype(np.uint8), cv2.DIST_L2, cv2.DIST_MASK_PRECISE)
+    return ReferenceTruth(bilinear.astype(np.float32), corners.astype(np.float32), at_edge, distance)
 
 
 def relative_errors(depth_m: np.ndarray, pixels: np.ndarray, truth: ReferenceTruth) -> tuple[np.ndarray, np.ndarray]:
-    """(|Z − Z_true| / Z_true per point, whether the point is on a depth edge) for the
+    """(|Z − Z_true| / Z_true per point, its distance (px) to the nearest depth edge) for the
     estimated depths ``depth_m`` (M,) at ``pixels`` (M, 2) (x, y) of the reference grid;
     NaN where there is no truth. On an edge: the smallest error over the 2×2 corners."""
     x, y = pixels[:, 0], pixels[:, 1]
     depth = np.asarray(depth_m, np.float64)
     edge = truth.at_edge[y, x]
+    distance = truth.edge_distance_px[y, x].astype(np.float64)
     reference = truth.depth_m[y, x].astype(np.float64)
     errors = np.abs(depth - reference) / reference
     if edge.any():
@@ -162,7 +172,7 @@ def relative_errors(depth_m: np.ndarray, pixels: np.ndarray, truth: ReferenceTru
             corner_errors = np.abs(depth[edge, None] - corners) / corners
         errors[edge] = np.where(np.all(np.isnan(corner_errors), axis=1), np.nan,
                                 np.nanmin(np.where(np.isnan(corner_errors), np.inf, corner_errors), axis=1))
-    return errors, edge
+    return errors, distance
 
 
 # ---------------------------------------------------------------------------------------- statistics
@@ -174,8 +184,10 @@ class DepthErrors:
 
     points: points with ground truth; median, mean: of |Z − Z_true| / Z_true; within_5,
     within_10: share of points with an error ≤ 5 % and ≤ 10 %; density: points / reference
-    pixels with ground truth (mean over keyframes); edge_share: share of points on a depth
-    edge (compared with the nearer side); without_truth: points where no truth exists.
+    pixels with ground truth (pooled over keyframes); edge_share: share of points on a depth
+    edge (compared with the nearer side); near_edge_share: share of points within
+    NEAR_EDGE_PX of a depth edge; within_5_away_from_edges: share within 5 % among the other
+    points; without_truth: points where no truth exists.
     """
 
     points: int
@@ -185,20 +197,28 @@ class DepthErrors:
     within_10: float
     density: float
     edge_share: float
+    near_edge_share: float = float("nan")
+    within_5_away_from_edges: float = float("nan")
     without_truth: int = 0
 
     @classmethod
-    def from_errors(cls, errors: np.ndarray, edges: np.ndarray, known_pixels: int) -> "DepthErrors":
+    def from_errors(cls, errors: np.ndarray, edge_distance_px: np.ndarray, known_pixels: int) -> "DepthErrors":
+        """Statistics of relative errors (NaN = no truth) with each point's distance (px) to
+        the nearest depth edge (0 = on it); known_pixels: reference pixels with truth."""
         errors = np.asarray(errors, np.float64)
         valid = np.isfinite(errors)
         used = errors[valid]
         nan = float("nan")
         density = len(used) / known_pixels if known_pixels else nan
         if not len(used):
-            return cls(0, nan, nan, nan, nan, density, nan, int((~valid).sum()))
+            return cls(0, nan, nan, nan, nan, density, nan, without_truth=int((~valid).sum()))
+        distance = np.asarray(edge_distance_px, np.float64)[valid]
+        away = distance >= NEAR_EDGE_PX
         return cls(points=len(used), median=float(np.median(used)), mean=float(np.mean(used)),
                    within_5=float(np.mean(used <= 0.05)), within_10=float(np.mean(used <= 0.10)),
-                   density=density, edge_share=float(np.mean(np.asarray(edges)[valid])),
+                   density=density, edge_share=float(np.mean(distance == 0)),
+                   near_edge_share=float(np.mean(~away)),
+                   within_5_away_from_edges=float(np.mean(used[away] <= 0.05)) if away.any() else nan,
                    without_truth=int((~valid).sum()))
 
 
@@ -210,7 +230,9 @@ class DepthResult:
     most confident points, as many of each as the sparser of the two has on every keyframe
     (None without the baseline); ms_per_keyframe: median of DSI build + depth from DSI;
     keyframes / keyframes_with_depth: evaluated / with points; warnings: the engine's
-    keyframe warnings."""
+    keyframe warnings; density_curve: (F, 3) rows (density, median error, share within 5 %)
+    of the most confident fraction f of the published points of every keyframe, f in
+    DENSITY_FRACTIONS (accuracy versus density)."""
 
     method: str
     polarity: str
@@ -222,6 +244,7 @@ class DepthResult:
     keyframes: int = 0
     keyframes_with_depth: int = 0
     warnings: list = field(default_factory=list)
+    density_curve: np.ndarray | None = None
 
 
 # ---------------------------------------------------------------------------------------- the run
@@ -229,12 +252,13 @@ class DepthResult:
 
 @dataclass
 class KeyframeOutcome:
-    """What one method gave on one keyframe (kept for pictures): the engine's DepthKeyframe,
-    per-point relative errors and edge flags (aligned with keyframe.pixels), seconds."""
+    """What one method gave on one keyframe: the engine's DepthKeyframe, per-point relative
+    errors and distances (px) to the nearest depth edge (aligned with keyframe.pixels), and
+    the seconds it took (DSI build + depth from the DSI)."""
 
     keyframe: object
     errors: np.ndarray
-    edges: np.ndarray
+    edge_distance_px: np.ndarray
     seconds: float
 
 
@@ -269,7 +293,7 @@ def _pooled(outcomes, selections, truth_pixels) -> DepthErrors:
     for index, outcome in enumerate(outcomes):
         chosen = slice(None) if selections is None else selections[index]
         errors.append(outcome.errors[chosen])
-        edges.append(outcome.edges[chosen])
+        edges.append(outcome.edge_distance_px[chosen])
     return DepthErrors.from_errors(np.concatenate(errors), np.concatenate(edges), int(np.sum(truth_pixels)))
 
 
@@ -281,6 +305,9 @@ def _summarize(method, polarity, per_keyframe, baseline, truth_pixels) -> DepthR
                          keyframes_with_depth=sum(len(o.errors) > 0 for o in per_keyframe), warnings=warnings,
                          ms_per_keyframe=1e3 * float(np.median([o.seconds for o in per_keyframe])))
     result.errors = _pooled(per_keyframe, None, truth_pixels)
+    sweep = [_pooled(per_keyframe, [_most_confident(o, int(round(fraction * len(o.errors)))) for o in per_keyframe],
+                     truth_pixels) for fraction in DENSITY_FRACTIONS]
+    result.density_curve = np.array([(e.density, e.median, e.within_5) for e in sweep], np.float64)
     if baseline is not None:
         counts = [min(len(o.errors), len(b.errors)) for o, b in zip(per_keyframe, baseline)]
         result.at_equal_density = _pooled(per_keyframe, [_most_confident(o, n) for o, n in
@@ -358,8 +385,8 @@ def evaluate_depth(recording, methods, polarity_modes=POLARITY_MODES, keyframes:
                     continue
                 seconds = dsi_seconds + time.perf_counter() - started
                 depth = keyframe.depth_m[keyframe.pixels[:, 1], keyframe.pixels[:, 0]]
-                errors, edges = relative_errors(depth, keyframe.pixels, reference)
-                outcomes.setdefault(key, []).append(KeyframeOutcome(keyframe, errors, edges, seconds))
+                errors, distances = relative_errors(depth, keyframe.pixels, reference)
+                outcomes.setdefault(key, []).append(KeyframeOutcome(keyframe, errors, distances, seconds))
                 if progress:
                     progress(1)
 
@@ -403,7 +430,7 @@ def pick_curve_pixel(outcome: KeyframeOutcome, truth: ReferenceTruth, depth_rang
         raise ValueError("no published point to plot focus curves for")
     x, y = pixels[:, 0], pixels[:, 1]
     true_depth = truth.depth_m[y, x]
-    good = ((outcome.errors <= 0.02) & ~outcome.edges & (true_depth >= depth_range_m[0])
+    good = ((outcome.errors <= 0.02) & (outcome.edge_distance_px >= NEAR_EDGE_PX) & (true_depth >= depth_range_m[0])
             & (true_depth <= depth_range_m[1]))
     candidates = np.flatnonzero(good) if good.any() else np.arange(len(pixels))
     confidence = np.nan_to_num(keyframe.point_confidence[candidates].astype(np.float64), nan=-np.inf)

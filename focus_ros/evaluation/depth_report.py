@@ -9,7 +9,9 @@
   maps and rendered point clouds of a few methods side by side, ground truth first (the
   paper's slider_depth figure);
 - :func:`plot_focus_curves`: focus score versus depth of one patch for every loss, normalised
-  to [0, 1], with the true depth marked (the paper's Fig. 7).
+  to [0, 1], with the true depth marked (the paper's Fig. 7);
+- :func:`plot_accuracy_versus_density`: median error and share within 5 % against density, for
+  the most confident points of each method (accuracy at equal density, at every density).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from focus_ros.evaluation.tables import POLARITY_HEADINGS, _cell, _number, markd
 
 CSV_COLUMNS = ("method", "title", "polarity", "status", "keyframes", "keyframes_with_depth", "points",
                "median_rel_error", "mean_rel_error", "within_5", "within_10", "density", "edge_share",
+               "near_edge_share", "within_5_away_from_edges",
                "ms_per_keyframe", "equal_density_points", "median_rel_error_at_equal_density",
                "within_5_at_equal_density", "baseline_median_rel_error_at_equal_density",
                "baseline_within_5_at_equal_density")
@@ -45,7 +48,8 @@ def _csv_record(row: DepthResult) -> dict:
         e = row.errors
         record.update(points=e.points, median_rel_error=_number(e.median), mean_rel_error=_number(e.mean),
                       within_5=_number(e.within_5), within_10=_number(e.within_10), density=_number(e.density),
-                      edge_share=_number(e.edge_share))
+                      edge_share=_number(e.edge_share), near_edge_share=_number(e.near_edge_share),
+                      within_5_away_from_edges=_number(e.within_5_away_from_edges))
     if row.at_equal_density is not None:
         mine, baseline = row.at_equal_density, row.baseline_at_equal_density
         record.update(equal_density_points=mine.points, median_rel_error_at_equal_density=_number(mine.median),
@@ -73,7 +77,7 @@ def depth_markdown(rows: list[DepthResult], polarity_modes=("without", "with")) 
     The last two columns compare with the max-vote baseline at equal density: this method /
     max vote, each on its most confident points, as many as the sparser of the two has."""
     header = ["Method", "median err [%]", "mean err [%]", "≤ 5 % [%]", "≤ 10 % [%]", "density [%]", "points",
-              "ms/keyframe", "median err, equal density: this / max vote [%]",
+              "≤ 5 % away from depth edges [%]", "ms/keyframe", "median err, equal density: this / max vote [%]",
               "≤ 5 %, equal density: this / max vote [%]"]
     sections = []
     for mode in polarity_modes:
@@ -99,7 +103,8 @@ def depth_markdown(rows: list[DepthResult], polarity_modes=("without", "with")) 
                 equal_within = f"{_cell(percent(mine.within_5), 1)} / {_cell(percent(baseline.within_5), 1)}"
             cells.append([method_title(row.method), median, _cell(percent(e.mean)), _cell(percent(e.within_5), 1),
                           _cell(percent(e.within_10), 1), _cell(percent(e.density)), str(e.points),
-                          _cell(row.ms_per_keyframe, 0), equal_median, equal_within])
+                          _cell(percent(e.within_5_away_from_edges), 1), _cell(row.ms_per_keyframe, 0),
+                          equal_median, equal_within])
         sections.append(f"Polarity {POLARITY_HEADINGS[mode]} ({mode} polarity):\n\n" + markdown_table(header, cells))
     return "\n".join(sections)
 
@@ -201,5 +206,28 @@ def plot_focus_curves(depths_m: np.ndarray, curves: dict, true_depth_m: float, p
     where = f" at pixel {pixel}" if pixel is not None else ""
     figure.suptitle(title or f"Focus versus depth of one 3×3 patch{where}: dotted = true depth "
                              f"({true_depth_m:.3f} m), red = peak", fontsize=9)
+    figure.tight_layout()
+    return _save(figure, path)
+
+
+def plot_accuracy_versus_density(rows: list[DepthResult], path, polarity: str = "without", title: str = "") -> Path:
+    """Two panels against density (% of reference pixels): median relative error (%) and share
+    of points within 5 % (%), one line per method (its most confident points first)."""
+    figure, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    shown = [row for row in rows if row.polarity == polarity and row.density_curve is not None and row.status == "ok"]
+    for index, row in enumerate(shown):
+        curve = row.density_curve
+        style = (dict(color="black", linewidth=2.0, linestyle="--") if row.method == MAX_VOTE else
+                 dict(color=plt.cm.tab20(index % 20), linewidth=1.0, linestyle=("-", ":")[index // 20 % 2]))
+        axes[0].plot(100 * curve[:, 0], 100 * curve[:, 1], label=method_title(row.method), **style)
+        axes[1].plot(100 * curve[:, 0], 100 * curve[:, 2], **style)
+    axes[0].set_ylabel("median relative depth error [%]")
+    axes[0].set_yscale("log")
+    axes[1].set_ylabel("points within 5 % [%]")
+    for panel in axes:
+        panel.set_xlabel("density [% of reference pixels]")
+        panel.grid(alpha=0.3, which="both")
+    axes[0].legend(fontsize=6, ncol=2)
+    figure.suptitle(title or f"Accuracy versus density ({polarity} polarity): most confident points first", fontsize=9)
     figure.tight_layout()
     return _save(figure, path)
