@@ -49,6 +49,7 @@ def test_event_of_a_known_point_votes_into_its_voxel_with_distortion():
         dsi.add_events(Events.from_arrays([pixel_x], [pixel_y], [S], [1]), trajectory)
         assert dsi.votes.sum(axis=(0, 1))[plane] == pytest.approx(1.0, abs=1e-6)
         votes = dsi.votes[:, :, plane]
+        np.testing.assert_array_equal(votes, dsi.slice(plane))
         x0, y0 = int(np.floor(expected[0])), int(np.floor(expected[1]))
         ax, ay = expected[0] - x0, expected[1] - y0
         np.testing.assert_allclose(votes[y0:y0 + 2, x0:x0 + 2],
@@ -82,7 +83,7 @@ def test_plane_dsi_peaks_at_the_plane_depth_on_every_textured_pixel():
         x0, y0 = int(x), int(y)
         ax, ay = x - x0, y - y0
         ray = ((1 - ax) * (1 - ay) * dsi.votes[y0, x0] + ax * (1 - ay) * dsi.votes[y0, x0 + 1]
-               + (1 - ax) * ay * dsi.votes[y0 + 1, x0] + ax * ay * dsi.votes[y0 + 1, x0 + 1])
+               + (1 - ax) * ay * dsi.votes[y0 + 1, x0] + ax * ay * dsi.ray(x0 + 1, y0 + 1))
         found.append(np.argmax(ray))
     found = np.array(found)
     assert len(found) > 100

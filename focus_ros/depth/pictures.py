@@ -26,8 +26,8 @@ def depth_colors(depth_m: np.ndarray, z_min_m: float, z_max_m: float) -> np.ndar
 
 
 def event_image(votes: np.ndarray) -> np.ndarray:
-    """A sharp grey image of the reference view from a DSI (height, width, planes): the
-    largest |vote| along every ray (the in-focus slice of every pixel)."""
+    """A sharp grey image of the reference view from DSI votes (height, width, planes):
+    the largest |vote| along every ray (the in-focus slice of every pixel)."""
     return np.abs(votes).max(axis=2)
 
 

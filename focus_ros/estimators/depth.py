@@ -221,7 +221,7 @@ class DepthEstimator:
         depth, confidence, _ = focus_peaks(scores, dsi.inverse_depths, settings.refine_peak)
         timing["peaks"] = time.perf_counter() - mark
         mark = time.perf_counter()
-        observed = np.any(dsi.votes != 0.0, axis=2)
+        observed = np.any(dsi.slices != 0.0, axis=0)
         mask = adaptive_threshold_mask(confidence, observed, settings.threshold_block_px,
                                        settings.threshold_offset, settings.min_confidence_rank)
         filtered = median_filter_depth(depth, mask, settings.median_filter_px)
