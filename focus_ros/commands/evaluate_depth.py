@@ -1,4 +1,4 @@
-"""Evaluate depth from focus against ground-truth depth: every patch focus loss and EMVS's max-vote baseline.
+"""Evaluate depth from focus against depth ground truth: every patch loss and the max-vote baseline.
 
 The sequence needs camera poses and depth ground truth: `focus-ros simulate --preset slider`
 (or six_dof) writes both, or give --simulate slider to simulate in process (seeded). A few
@@ -160,8 +160,9 @@ def _header(args, description, evaluation, settings) -> str:
         "(ground-truth map times)",
         f"- DSI: {settings.planes} planes, {settings.z_min_m:g}-{settings.z_max_m:g} m (uniform in inverse depth); "
         f"{settings.patch_size_px}x{settings.patch_size_px} patches, Gaussian sigma {settings.patch_sigma_px:g} px; "
-        f"published: confidence rank >= {settings.min_confidence_rank:g} and above the {settings.threshold_block_px}-px "
-        f"local mean + {settings.threshold_offset:g}; median filter {settings.median_filter_px} px",
+        f"published: confidence rank >= {settings.min_confidence_rank:g} and above the "
+        f"{settings.threshold_block_px}-px local mean + {settings.threshold_offset:g}; median filter "
+        f"{settings.median_filter_px} px",
         "- errors: |Z - Z_true| / Z_true on the published (semi-dense, median-filtered) points, pooled over "
         "keyframes; points on a depth edge are compared with the nearer side; density = points / reference "
         "pixels with ground truth; ms/keyframe = median of DSI build + depth from the DSI; equal density: each "

@@ -112,19 +112,34 @@ def depth_markdown(rows: list[DepthResult], polarity_modes=("without", "with")) 
 # ---------------------------------------------------------------------------------------- pictures
 
 
-def _cloud_axes(panel, points_world: np.ndarray, depths: np.ndarray, z_range, title: str) -> None:
-    """Scatter of world points (m) seen from behind and above the camera, coloured by depth."""
-    from focus_ros.depth.pictures import depth_colors
-    if len(points_world):
-        colors = depth_colors(depths, *z_range) / 255.0
-        panel.scatter(points_world[:, 0], points_world[:, 1], points_world[:, 2], s=0.3, c=colors, depthshade=False,
-                      linewidths=0)
-    panel.view_init(elev=25, azim=-150)
-    panel.set_title(title, fontsize=8)
-    panel.tick_params(labelsize=5)
-    panel.set_xlabel("x [m]", fontsize=6)
-    panel.set_ylabel("y [m]", fontsize=6)
-    panel.set_zlabel("z [m]", fontsize=6)
+def render_cloud(points_world: np.ndarray, colors: np.ndarray, world_from_reference: np.ndarray,
+                 yaw_deg: float = 25.0, pitch_deg: float = 15.0, pivot_m: float = 1.5, size=(270, 360)) -> np.ndarray:
+    """An RGB uint8 picture (height, width, 3) of a point cloud seen by a virtual pinhole camera:
+    the reference camera turned by ``yaw_deg`` about its vertical axis and ``pitch_deg`` to look
+    down, both about a point ``pivot_m`` in front of it (so the depth structure shows as in the
+    paper's point-cloud panels); points drawn far to near as 2×2 px dots in ``colors`` (M, 3)."""
+    height, width = size
+    picture = np.full((height, width, 3), 255, np.uint8)
+    if not len(points_world):
+        return picture
+    rotation, position = world_from_reference[:3, :3], world_from_reference[:3, 3]
+    camera = (np.asarray(points_world, np.float64) - position) @ rotation  # reference camera frame
+    yaw, pitch = np.deg2rad(yaw_deg), np.deg2rad(pitch_deg)
+    turn = np.array([[np.cos(yaw), 0, -np.sin(yaw)], [0, 1, 0], [np.sin(yaw), 0, np.cos(yaw)]])
+    tilt = np.array([[1, 0, 0], [0, np.cos(pitch), np.sin(pitch)], [0, -np.sin(pitch), np.cos(pitch)]])
+    pivot = np.array([0.0, 0.0, pivot_m])
+    virtual = (camera - pivot) @ (tilt @ turn).T + pivot + np.array([0.0, 0.0, 0.8])  # step back 0.8 m
+    focal = 0.9 * width
+    keep = virtual[:, 2] > 0.05
+    u = np.round(focal * virtual[keep, 0] / virtual[keep, 2] + width / 2).astype(int)
+    v = np.round(focal * virtual[keep, 1] / virtual[keep, 2] + height / 2).astype(int)
+    order = np.argsort(-virtual[keep, 2])
+    u, v, shown = u[order], v[order], np.asarray(colors)[keep][order]
+    for du in (0, 1):
+        for dv in (0, 1):
+            inside = (u + du >= 0) & (u + du < width) & (v + dv >= 0) & (v + dv < height)
+            picture[v[inside] + dv, u[inside] + du] = shown[inside]
+    return picture
 
 
 def plot_depth_panels(evaluation, methods, path, polarity: str = "without", max_points: int = 20000,
@@ -142,7 +157,7 @@ def plot_depth_panels(evaluation, methods, path, polarity: str = "without", max_
     background = event_image(votes)
     truth = evaluation.first_truth
     columns = 1 + len(outcomes)
-    figure = plt.figure(figsize=(2.6 * columns, 6.6))
+    figure = plt.figure(figsize=(2.6 * columns, 6.0))
     rng = np.random.default_rng(0)
 
     def image_panel(row, column, image, label, cmap=None):
@@ -152,27 +167,24 @@ def plot_depth_panels(evaluation, methods, path, polarity: str = "without", max_
         panel.axis("off")
 
     # ground truth column: true depth everywhere, the event image, the true cloud
+    from focus_ros.depth.pictures import depth_colors
+    from focus_ros.depth.semidense import back_project
     image_panel(0, 0, depth_picture(truth.depth_m, background, *z_range), "ground truth depth")
     image_panel(1, 0, background, "event image (max |votes|)", cmap="gray_r")
-    keyframe0 = outcomes[0][1].keyframe if outcomes else None
-    panel = figure.add_subplot(3, columns, 2 * columns + 1, projection="3d")
-    if keyframe0 is not None:
-        from focus_ros.depth.semidense import back_project
-        calibration = evaluation.calibration
-        points, pixels = back_project(truth.depth_m, calibration, keyframe0.world_from_camera)
-        depths = truth.depth_m[pixels[:, 1], pixels[:, 0]]
+    if outcomes:
+        pose = outcomes[0][1].keyframe.world_from_camera
+        points, pixels = back_project(truth.depth_m, evaluation.calibration, pose)
         pick = rng.permutation(len(points))[:max_points]
-        _cloud_axes(panel, points[pick], depths[pick], z_range, "ground truth cloud")
+        depths = truth.depth_m[pixels[pick, 1], pixels[pick, 0]]
+        image_panel(2, 0, render_cloud(points[pick], depth_colors(depths, *z_range), pose), "ground truth cloud")
     for column, (method, outcome) in enumerate(outcomes, start=1):
         keyframe = outcome.keyframe
         label = method_title(method)
         image_panel(0, column, depth_picture(keyframe.depth_m, background, *z_range), label)
-        image_panel(1, column, confidence_picture(keyframe.confidence), "confidence", cmap="gray")
-        panel = figure.add_subplot(3, columns, 2 * columns + column + 1, projection="3d")
+        image_panel(1, column, confidence_picture(keyframe.confidence), "confidence (dark = high)", cmap="gray")
         depths = keyframe.depth_m[keyframe.pixels[:, 1], keyframe.pixels[:, 0]]
-        pick = rng.permutation(len(depths))[:max_points]
-        _cloud_axes(panel, keyframe.points_world[pick], depths[pick], z_range,
-                    f"{len(depths)} points")
+        image_panel(2, column, render_cloud(keyframe.points_world, depth_colors(depths, *z_range),
+                                            keyframe.world_from_camera), f"point cloud, {len(depths)} points")
     figure.suptitle(title, fontsize=9)
     figure.tight_layout()
     return _save(figure, path)
