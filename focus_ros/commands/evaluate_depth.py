@@ -182,7 +182,7 @@ def _pictures(evaluation, plot_methods, methods, modes, output: Path, descriptio
     written = [depth_report.plot_depth_panels(evaluation, plot_methods, output / "depth_maps.png", mode,
                                               title=f"{description}: first keyframe, {mode} polarity"),
                depth_report.plot_accuracy_versus_density(evaluation.rows, output / "depth_accuracy_density.png",
-                                                         mode)]
+                                                         modes)]
     chooser = next((m for m in plot_methods if (m, mode) in evaluation.first_outcomes and m != MAX_VOTE), None)
     if chooser is None:
         return written

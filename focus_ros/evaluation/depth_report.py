@@ -222,24 +222,35 @@ def plot_focus_curves(depths_m: np.ndarray, curves: dict, true_depth_m: float, p
     return _save(figure, path)
 
 
-def plot_accuracy_versus_density(rows: list[DepthResult], path, polarity: str = "without", title: str = "") -> Path:
-    """Two panels against density (% of reference pixels): median relative error (%) and share
-    of points within 5 % (%), one line per method (its most confident points first)."""
-    figure, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    shown = [row for row in rows if row.polarity == polarity and row.density_curve is not None and row.status == "ok"]
-    for index, row in enumerate(shown):
-        curve = row.density_curve
-        style = (dict(color="black", linewidth=2.0, linestyle="--") if row.method == MAX_VOTE else
-                 dict(color=plt.cm.tab20(index % 20), linewidth=1.0, linestyle=("-", ":")[index // 20 % 2]))
-        axes[0].plot(100 * curve[:, 0], 100 * curve[:, 1], label=method_title(row.method), **style)
-        axes[1].plot(100 * curve[:, 0], 100 * curve[:, 2], **style)
-    axes[0].set_ylabel("median relative depth error [%]")
-    axes[0].set_yscale("log")
-    axes[1].set_ylabel("points within 5 % [%]")
-    for panel in axes:
-        panel.set_xlabel("density [% of reference pixels]")
+def plot_accuracy_versus_density(rows: list[DepthResult], path, polarity_modes=("without", "with"),
+                                 title: str = "") -> Path:
+    """Per polarity mode (one row of panels each) against density (% of reference pixels):
+    median relative error (%) and share of points within 5 % (%), one line per method (its
+    most confident points first); the max-vote baseline dashed black."""
+    modes = [mode for mode in polarity_modes if any(row.polarity == mode and row.density_curve is not None
+                                                    for row in rows)]
+    figure, axes = plt.subplots(len(modes), 2, figsize=(12, 3.6 * len(modes)), squeeze=False)
+    methods = list(dict.fromkeys(row.method for row in rows))  # one colour per method in every row
+    handles = {}
+    for panels, mode in zip(axes, modes):
+        for row in rows:
+            if row.polarity != mode or row.density_curve is None or row.status != "ok":
+                continue
+            index = methods.index(row.method)
+            curve = row.density_curve
+            style = (dict(color="black", linewidth=2.0, linestyle="--") if row.method == MAX_VOTE else
+                     dict(color=plt.cm.tab20(index % 20), linewidth=1.0, linestyle=("-", ":")[index // 20 % 2]))
+            line, = panels[0].plot(100 * curve[:, 0], 100 * curve[:, 1], **style)
+            panels[1].plot(100 * curve[:, 0], 100 * curve[:, 2], **style)
+            handles.setdefault(row.method, line)
+        panels[0].set_ylabel(f"median rel. error [%], {mode} polarity", fontsize=8)
+        panels[0].set_yscale("log")
+        panels[1].set_ylabel(f"points within 5 % [%], {mode} polarity", fontsize=8)
+    for panel in axes.ravel():
         panel.grid(alpha=0.3, which="both")
-    axes[0].legend(fontsize=6, ncol=2)
-    figure.suptitle(title or f"Accuracy versus density ({polarity} polarity): most confident points first", fontsize=9)
-    figure.tight_layout()
+    for panel in axes[-1]:
+        panel.set_xlabel("density [% of reference pixels]")
+    figure.suptitle(title or "Accuracy versus density: the most confident points of each method first", fontsize=9)
+    figure.tight_layout(rect=(0, 0, 0.8, 1))
+    figure.legend(list(handles.values()), [method_title(m) for m in handles], loc="center right", fontsize=7)
     return _save(figure, path)
