@@ -145,10 +145,11 @@ def ground_truth_on_reference_grid(depth_sensor_m: np.ndarray, calibration: Cali
     corners[~np.isfinite(corners)] = np.nan  # +inf (nothing hit) is no truth
     fu, fv = (u - u0)[..., None], (v - v0)[..., None]
     weights = np.concatenate([(1 - fu) * (1 - fv), fu * (1 - fv), (1 - fu) * fv, fu * fv], axis=-1)
+    some = np.any(np.isfinite(corners), axis=2)
+    filled_low = np.where(np.isfinite(corners), corners, np.inf).min(axis=2)
+    filled_high = np.where(np.isfinite(corners), corners, -np.inf).max(axis=2)
     with np.errstate(invalid="ignore"):
-        spread = np.nanmax(corners, axis=2) - np.nanmin(corners, axis=2) if np.isfinite(corners).any() \
-            else np.full((height, width), np.nan)
-        at_edge = ~(spread <= edge_tolerance * np.nanmin(corners, axis=2)) & np.any(np.isfinite(corners), axis=2)
+        at_edge = some & ~(filled_high - filled_low <= edge_tolerance * filled_low)
     bilinear = np.sum(weights * corners, axis=2)
     bilinear[at_edge | ~np.all(np.isfinite(corners), axis=2)] = np.nan
     import cv2
@@ -168,10 +169,9 @@ def relative_errors(depth_m: np.ndarray, pixels: np.ndarray, truth: ReferenceTru
     errors = np.abs(depth - reference) / reference
     if edge.any():
         corners = truth.corners_m[y[edge], x[edge]].astype(np.float64)
-        with np.errstate(invalid="ignore"):
-            corner_errors = np.abs(depth[edge, None] - corners) / corners
-        errors[edge] = np.where(np.all(np.isnan(corner_errors), axis=1), np.nan,
-                                np.nanmin(np.where(np.isnan(corner_errors), np.inf, corner_errors), axis=1))
+        corner_errors = np.abs(depth[edge, None] - corners) / corners  # NaN where a corner has no truth
+        nearest = np.where(np.isnan(corner_errors), np.inf, corner_errors).min(axis=1)
+        errors[edge] = np.where(np.isfinite(nearest), nearest, np.nan)
     return errors, distance
 
 
