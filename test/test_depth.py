@@ -13,6 +13,7 @@ from focus_ros.depth.ply import PlyAppender, read_ply, write_ply
 from focus_ros.depth.synthetic import plane_events
 from focus_ros.estimators.depth import DepthEstimator, DepthSettings, KeyframeSelector
 from focus_ros.events import Events
+from focus_ros.poses import Trajectory
 from focus_ros.sources.ecd import write_ecd_folder
 from focus_ros.sources.recording import Poses, Recording
 
@@ -48,6 +49,20 @@ def test_depth_of_a_plane_within_half_a_plane_spacing(calibration, scene):
         assert np.median(error) < half_step, (loss, np.median(error))
         assert np.mean(error < 0.05) > 0.9, (loss, np.mean(error < 0.05))
         assert keyframe.warning == ""
+
+
+def test_depth_with_the_camera_rotating_too(calibration):
+    # 0.5 rad/s about y while translating: the plane is tilted in the reference view, the
+    # truth differs per pixel (SyntheticPlane.depth_at)
+    rotating = plane_events(calibration, depth_m=1.0, event_count=250_000, duration_s=1.0, speed_m_s=0.25,
+                            rotation_rad_s=0.5)
+    keyframe = DepthEstimator(calibration, _settings()).estimate(rotating.events, rotating.trajectory)
+    truth = rotating.depth_at(keyframe.world_from_camera, keyframe.pixels, calibration)
+    assert truth.min() < 0.95 and truth.max() > 1.05  # really not fronto-parallel
+    error = np.abs(keyframe.depth_m[keyframe.pixels[:, 1], keyframe.pixels[:, 0]] - truth) / truth
+    assert keyframe.point_count > 3000
+    assert np.median(error) < 0.5 * (1 / Z_MIN - 1 / Z_MAX) / (PLANES - 1)
+    assert np.mean(error < 0.05) > 0.9
 
 
 def test_max_vote_baseline_on_the_same_dsi(calibration, scene):
@@ -149,6 +164,32 @@ def test_keyframe_selector_by_events_and_by_baseline(scene):
         selector.push(chunks[0])
 
 
+def test_keyframe_selector_on_a_stream_of_small_messages_with_lagging_poses(scene):
+    """1-ms messages, poses arriving 50 ms behind the events: the same keyframes as offline."""
+    events = scene.events[:100_000]
+    offline = KeyframeSelector(every_events=10**9, every_baseline_m=0.03, baseline_check_events=100)
+    expected = offline.push(events, scene.trajectory)
+    assert len(expected) >= 2
+    whole = scene.trajectory
+    streamed = Trajectory()
+    selector = KeyframeSelector(every_events=10**9, every_baseline_m=0.03, baseline_check_events=100)
+    got, pose_index = [], 0
+    boundaries = np.searchsorted(events.t, np.arange(0, int(events.t[-1]) + 2_000_000, 1_000_000))
+    for start, end in zip(boundaries[:-1], boundaries[1:]):
+        message = events[start:end]
+        now = int(message.t[-1]) if len(message) else 0
+        while pose_index < len(whole) and whole.t_ns[pose_index] <= now - 50_000_000:
+            streamed.append(whole.t_ns[pose_index], whole.position_m[pose_index], whole.orientation_xyzw[pose_index])
+            pose_index += 1
+        got += selector.push(message, streamed)
+    while pose_index < len(whole):  # the stream's last poses come in
+        streamed.append(whole.t_ns[pose_index], whole.position_m[pose_index], whole.orientation_xyzw[pose_index])
+        pose_index += 1
+        got += selector.push(Events.empty(), streamed)
+    assert [len(k) for k in got[:len(expected)]] == [len(k) for k in expected]
+    assert all(a.equals(b) for a, b in zip(got, expected))
+
+
 def test_settings_are_checked():
     with pytest.raises(ValueError, match="z_min 2.0 m must be less than z_max 1.0 m"):
         DepthSettings(z_min_m=2.0, z_max_m=1.0)
@@ -239,6 +280,9 @@ def test_depth_command_bad_input(sequence, tmp_path, capsys):
     assert "z_min 2.0 m must be less than z_max 1.0 m" in _error_line(
         capsys, ["depth", str(sequence), "-o", out, "--z-min", "2", "--z-max", "1", "--quiet"])
     assert "no patch version" in _error_line(capsys, ["depth", str(sequence), "-o", out, "--loss", "entropy"])
+    (tmp_path / "bad_transform.txt").write_text("1 2 3 4 5\n")
+    assert "needs 16 numbers (4x4) or 7" in _error_line(
+        capsys, ["depth", str(sequence), "-o", out, "--camera-from-body", str(tmp_path / "bad_transform.txt")])
     assert "--polarity" in _error_line(capsys, ["depth", str(sequence), "-o", out, "--loss", "mean_absolute_value"])
 
 
@@ -250,3 +294,36 @@ def test_depth_command_warns_on_pure_rotation(calibration, tmp_path, capsys):
     assert main(["depth", str(tmp_path / "rotation"), "-o", str(tmp_path / "out"), "--quiet"]) == 0
     error = capsys.readouterr().err
     assert "warning: keyframe 0: no parallax" in error and "Traceback" not in error
+
+
+def test_flat_focus_curves_get_no_depth(calibration, scene):
+    # the variance of a 1x1 patch is 0 on every plane: no peak anywhere, so no points
+    estimator = DepthEstimator(calibration, _settings(patch_size_px=1))
+    keyframe = estimator.depth_from_dsi(estimator.build_dsi(scene.events, scene.trajectory), loss="variance")
+    assert keyframe.point_count == 0 and np.isnan(keyframe.depth_m).all()
+    assert np.nanmax(keyframe.confidence) == 0.0
+
+
+def test_depth_command_reads_a_bag_like_the_folder(sequence, tmp_path):
+    from focus_ros.sources.bags import write_bag
+    from focus_ros.sources.sequence import load_recording
+
+    recording = load_recording(sequence)
+    write_bag(tmp_path / "bag", recording)  # events, camera_info, /optitrack/davis poses
+    arguments = ["--keyframe-events", "60000", "--z-min", "0.5", "--z-max", "2", "--quiet", "--no-pictures"]
+    assert main(["depth", str(sequence), "-o", str(tmp_path / "from_folder"), *arguments]) == 0
+    assert main(["depth", str(tmp_path / "bag"), "-o", str(tmp_path / "from_bag"), *arguments]) == 0
+    for index in range(3):
+        np.testing.assert_array_equal(np.load(tmp_path / "from_bag" / f"keyframe_{index:04d}_depth.npy"),
+                                      np.load(tmp_path / "from_folder" / f"keyframe_{index:04d}_depth.npy"))
+    assert not (tmp_path / "from_bag" / "keyframe_0000_depth.png").exists()
+    # the poses are of a body 5 cm behind the camera (camera_from_body: body origin at camera
+    # z = -0.05 m): same depth maps, the cloud 5 cm further along the world z axis
+    (tmp_path / "camera_from_body.txt").write_text("0 0 -0.05 0 0 0 1\n")
+    assert main(["depth", str(sequence), "-o", str(tmp_path / "shifted"), "--camera-from-body",
+                 str(tmp_path / "camera_from_body.txt"), *arguments]) == 0
+    np.testing.assert_allclose(np.load(tmp_path / "shifted" / "keyframe_0000_depth.npy"),
+                               np.load(tmp_path / "from_folder" / "keyframe_0000_depth.npy"), rtol=1e-4)
+    shifted, original = read_ply(tmp_path / "shifted" / "points.ply"), read_ply(tmp_path / "from_folder" / "points.ply")
+    np.testing.assert_allclose(shifted["z"], original["z"] + 0.05, atol=1e-4)
+    np.testing.assert_allclose(shifted["x"], original["x"], atol=1e-4)

@@ -68,7 +68,7 @@ class DepthSettings:
     min_parallax_px: below this parallax (f · baseline · (1/z_min − 1/z_max), px) the
         keyframe is reported as having no parallax and gets no depth (default 1.0 px).
     min_events: keyframes with fewer events get no depth (default 1000).
-    max_dsi_bytes: memory bound of the DSI (default 512 MB; 640×480×100 planes = 123 MB).
+    max_dsi_bytes: memory bound of the DSI (default 512 MiB; 640×480×100 planes = 123 MB).
     loss_options: the losses' LossOptions (None: defaults).
     """
 
@@ -222,7 +222,9 @@ class DepthEstimator:
         timing["peaks"] = time.perf_counter() - mark
         mark = time.perf_counter()
         observed = np.any(dsi.slices != 0.0, axis=0)
-        mask = adaptive_threshold_mask(confidence, observed, settings.threshold_block_px,
+        # a flat focus curve (no contrast, e.g. a constant patch) has no depth
+        peaked = observed & (confidence > 0.0)
+        mask = adaptive_threshold_mask(confidence, peaked, settings.threshold_block_px,
                                        settings.threshold_offset, settings.min_confidence_rank)
         filtered = median_filter_depth(depth, mask, settings.median_filter_px)
         points, pixels = back_project(filtered, self.calibration, dsi.world_from_reference)
@@ -282,53 +284,84 @@ class KeyframeSelector:
         self.min_events = int(min_events)
         self.baseline_check_events = int(baseline_check_events)
         self._chunks: list[Events] = []
+        self._chunk_starts: list[int] = []
         self._buffered = 0
+        self._reset_baseline()
+
+    def _reset_baseline(self) -> None:
+        self._next_sample = 0          # next event index (in the keyframe) to check for baseline
+        self._start_position = None    # camera position at the keyframe's first event (m)
+        self._start_uncovered = False  # no pose at the first event: only the event rule applies
 
     @property
     def buffered_events(self) -> int:
         return self._buffered
 
     def push(self, events: Events, trajectory: Trajectory | None = None) -> list[Events]:
-        """Buffer ``events`` (time order); return the keyframes they complete."""
+        """Buffer ``events`` (time order); return the keyframes they complete. Each push
+        costs the new events' baseline samples, not the whole buffer (fine for 1-ms messages)."""
         if self.every_baseline_m is not None and trajectory is None:
             raise ValueError("the baseline keyframe rule needs the trajectory")
         completed = []
         if len(events):
+            self._chunk_starts.append(self._buffered)
             self._chunks.append(events)
             self._buffered += len(events)
         while self._buffered:
-            buffered = Events.concatenate(self._chunks) if len(self._chunks) > 1 else self._chunks[0]
-            self._chunks = [buffered]
-            end = self._keyframe_end(buffered, trajectory)
+            end = self._keyframe_end(trajectory)
             if end is None:
                 break
+            buffered = Events.concatenate(self._chunks)
             completed.append(buffered[:end])
             rest = buffered[end:]
             self._chunks = [rest] if len(rest) else []
+            self._chunk_starts = [0] if len(rest) else []
             self._buffered = len(rest)
+            self._reset_baseline()
         return completed
 
     def flush(self) -> Events | None:
         """The events left over at the end of a stream (None if fewer than min_events)."""
         rest = Events.concatenate(self._chunks)
-        self._chunks, self._buffered = [], 0
+        self._chunks, self._chunk_starts, self._buffered = [], [], 0
+        self._reset_baseline()
         return rest if len(rest) >= self.min_events else None
 
-    def _keyframe_end(self, buffered: Events, trajectory: Trajectory | None) -> int | None:
+    def _times_at(self, indices: np.ndarray) -> np.ndarray:
+        """Times (ns) of the buffered events at ``indices`` (keyframe order), without joining chunks."""
+        starts = np.asarray(self._chunk_starts)
+        which = np.searchsorted(starts, indices, side="right") - 1
+        times = np.empty(len(indices), np.int64)
+        for chunk in np.unique(which):
+            selected = which == chunk
+            times[selected] = self._chunks[chunk].t[indices[selected] - starts[chunk]]
+        return times
+
+    def _keyframe_end(self, trajectory: Trajectory | None) -> int | None:
         """Index one past the keyframe's last event, or None when it is not complete yet."""
-        count = len(buffered)
-        limit = min(count, self.every_events)
-        if self.every_baseline_m is not None and trajectory is not None:
-            samples = np.arange(0, limit, self.baseline_check_events)
-            times = buffered.t[samples]
-            inside = (times >= trajectory.t_range_ns[0]) & (times <= trajectory.t_range_ns[1])
-            if inside.any() and inside[0]:
-                covered = samples[np.flatnonzero(inside)]
-                _, positions = trajectory.interpolate(buffered.t[covered])
-                moved = np.linalg.norm(positions - positions[0], axis=1) >= self.every_baseline_m
+        limit = min(self._buffered, self.every_events)
+        if self.every_baseline_m is not None and trajectory is not None and len(trajectory) \
+                and not self._start_uncovered and self._next_sample < limit:
+            first_pose, last_pose = trajectory.t_range_ns
+            samples = np.arange(self._next_sample, limit, self.baseline_check_events)
+            times = self._times_at(samples)
+            if self._start_position is None:
+                t_first = int(self._times_at(np.array([0]))[0])
+                if not first_pose <= t_first <= last_pose:
+                    if t_first < first_pose:  # poses will not come back in time
+                        self._start_uncovered = True
+                    times = times[:0]
+                else:
+                    self._start_position = trajectory.interpolate([t_first])[1][0]
+            # samples beyond the last pose wait for more poses (a stream's poses may lag)
+            covered = int(np.searchsorted(times, last_pose, side="right")) if len(times) else 0
+            if covered:
+                _, positions = trajectory.interpolate(times[:covered])
+                moved = np.linalg.norm(positions - self._start_position, axis=1) >= self.every_baseline_m
                 if moved.any():
-                    return max(int(covered[int(np.argmax(moved))]), 1)
-        return self.every_events if count >= self.every_events else None
+                    return max(int(samples[int(np.argmax(moved))]), 1)
+                self._next_sample = int(samples[covered - 1]) + self.baseline_check_events
+        return self.every_events if self._buffered >= self.every_events else None
 
 
 def depth_method_names() -> tuple[str, ...]:
