@@ -351,9 +351,9 @@ def evaluate_depth(recording, methods, polarity_modes=POLARITY_MODES, keyframes:
     settings: the engine's DepthSettings (its loss, method and use_polarity are overridden per
     row); progress: called with 1 after each (keyframe, polarity, method) step;
     keyframe_baseline_m: keyframes by camera travel instead of event count (see
-    :func:`keyframe_windows`). Combinations
-    the engine refuses (e.g. an area loss with signed votes) become rows with status
-    "unsupported: reason". ValueError naming what is missing (poses, ground truth, events).
+    :func:`keyframe_windows`). Combinations the engine refuses (e.g. an area loss with signed
+    votes) become rows with status "unsupported: reason". ValueError naming what is missing
+    (poses, ground truth, events).
     """
     from focus_ros.estimators.depth import DepthEstimator, DepthSettings
     from focus_ros.poses import Trajectory
