@@ -15,6 +15,7 @@ SUBCOMMANDS = {
     "replay": "replay",
     "evaluate": "evaluate",
     "landscape": "landscape",
+    "evaluate-depth": "evaluate_depth",
     "depth": "depth",
     "flow": "flow",
     "evaluate-flow": "evaluate_flow",
