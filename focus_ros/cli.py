@@ -14,6 +14,7 @@ SUBCOMMANDS = {
     "replay": "replay",
     "evaluate": "evaluate",
     "landscape": "landscape",
+    "depth": "depth",
 }
 
 

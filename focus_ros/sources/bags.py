@@ -44,6 +44,7 @@ EVENT_PACKET_TYPE = "event_camera_msgs/msg/EventPacket"
 IMU_TYPE = "sensor_msgs/msg/Imu"
 CAMERA_INFO_TYPE = "sensor_msgs/msg/CameraInfo"
 POSE_TYPE = "geometry_msgs/msg/PoseStamped"
+ODOMETRY_TYPE = "nav_msgs/msg/Odometry"
 EVENT_TYPES = (EVENT_ARRAY_TYPE, EVENT_PACKET_TYPE)
 
 
@@ -276,6 +277,40 @@ def _read_poses(reader, path, topic) -> Poses:
         orientation.append((q.x, q.y, q.z, q.w))
     return Poses(np.array(t, np.int64), np.array(position, float).reshape(-1, 3),
                  np.array(orientation, float).reshape(-1, 4))
+
+
+def _read_odometry_poses(reader, path, topic) -> Poses:
+    t, position, orientation = [], [], []
+    for message in _deserialized(reader, path, topic, ODOMETRY_TYPE):
+        t.append(_stamp_ns(message.header))
+        p, q = message.pose.pose.position, message.pose.pose.orientation
+        position.append((p.x, p.y, p.z))
+        orientation.append((q.x, q.y, q.z, q.w))
+    return Poses(np.array(t, np.int64), np.array(position, float).reshape(-1, 3),
+                 np.array(orientation, float).reshape(-1, 4))
+
+
+def read_bag_poses(path, topic: str | None = None) -> tuple[Poses, str]:
+    """(poses, topic) from a bag's ``geometry_msgs/PoseStamped`` or ``nav_msgs/Odometry``
+    topic (header stamps; Odometry's pose.pose). ``topic`` None: the one topic of either
+    type. BagError naming the file when there is none, several, or the topic is of
+    another type."""
+    path = Path(path)
+    readers = {POSE_TYPE: _read_poses, ODOMETRY_TYPE: _read_odometry_poses}
+    with closing(open_bag(path)) as reader:
+        available = bag_topics(reader)
+        if topic is None:
+            candidates = sorted(t for t, m in available.items() if m in readers)
+            if not candidates:
+                raise BagError(f"{path}: no poses (no geometry_msgs/PoseStamped or nav_msgs/Odometry topic)")
+            if len(candidates) > 1:
+                raise BagError(f"{path}: several pose topics ({', '.join(candidates)}): choose one")
+            topic = candidates[0]
+        if topic not in available:
+            raise BagError(f"{path}: pose topic {topic} not in the bag")
+        if available[topic] not in readers:
+            raise BagError(f"{path}: topic {topic} is {available[topic]}, not PoseStamped or Odometry")
+        return readers[available[topic]](reader, path, topic), topic
 
 
 def _read_calibration(reader, path, topic) -> Calibration | None:
