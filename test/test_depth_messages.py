@@ -107,16 +107,6 @@ def test_decode_float_image_handles_row_padding_and_big_endian():
         depth_messages.decode_float_image(message)
 
 
-def test_depth_colour_picture_near_red_far_blue_unknown_black():
-    depth = np.array([[0.5, 2.5, np.nan]], np.float32)
-    rgb = depth_messages.depth_to_rgb(depth, 0.5, 2.5)
-    assert rgb.dtype == np.uint8 and rgb.shape == (1, 3, 3)
-    near, far, unknown = rgb[0]
-    assert near[0] > 100 and near[0] > 2 * near[2]       # red
-    assert far[2] > 100 and far[2] > 2 * far[0]          # blue
-    assert unknown.tolist() == [0, 0, 0]
-
-
 def test_pose_from_pose_stamped_and_odometry():
     message = PoseStamped()
     message.header.stamp = time_from_ns(3_000_000_007)

@@ -7,8 +7,6 @@
   float64 / integers at any offsets, either byte order;
 - :func:`float_image` / :func:`decode_float_image`: ``sensor_msgs/Image`` 32FC1 (depth in
   metres along the optical axis, NaN = unknown: REP-117 / REP-118; or the confidence);
-- :func:`depth_to_rgb`: a depth map as a colour picture for people (near red, far blue,
-  unknown black);
 - :func:`pose_from_message`: ``geometry_msgs/PoseStamped`` or ``nav_msgs/Odometry`` ->
   (t ns, position m, quaternion xyzw, frame_id).
 """
@@ -144,21 +142,6 @@ def decode_float_image(message) -> np.ndarray:
     dtype = np.dtype(">f4" if message.is_bigendian else "<f4")
     rows = np.frombuffer(data, np.uint8, step * height).reshape(height, step)[:, :4 * width]
     return np.ascontiguousarray(rows).view(dtype).reshape(height, width).astype(np.float32)
-
-
-def depth_to_rgb(depth_m: np.ndarray, z_min_m: float, z_max_m: float) -> np.ndarray:
-    """Depth (m, NaN unknown) as an rgb8 picture: near red, far blue (uniform in inverse
-    depth between ``z_min_m`` and ``z_max_m``, like the DSI planes), unknown black."""
-    import matplotlib
-
-    known = np.isfinite(depth_m) & (depth_m > 0)
-    # 0 at z_max (far) .. 1 at z_min (near), uniform in inverse depth
-    inverse = np.where(known, 1.0 / np.where(known, depth_m, 1.0), 0.0)
-    span = 1.0 / z_min_m - 1.0 / z_max_m
-    nearness = np.clip((inverse - 1.0 / z_max_m) / span, 0.0, 1.0)
-    rgb = matplotlib.colormaps["jet"](nearness)[..., :3]
-    rgb[~known] = 0.0
-    return (255 * rgb + 0.5).astype(np.uint8)
 
 
 # ---------------------------------------------------------------------------- poses
