@@ -11,17 +11,21 @@ and ``sensor_msgs/CameraInfo`` on the ``camera_info_topic`` parameter. Publishes
   ``image_rate_hz``;
 - ``/diagnostics`` (diagnostic_msgs/DiagnosticArray) once a second.
 
+Events come in through :class:`~focus_ros.ros.event_input.EventInput` (subscription, numpy
+decoding, stream guard, calibration from camera_info or parameters, input diagnostics),
+shared with the other nodes.
+
 Keeping up: the subscription callback only decodes and buffers; a worker thread runs the
 optimisation (Numba releases the GIL). When windows complete faster than they are
 processed, the worker skips to the newest complete window, keeps the warm start, and
 counts the skipped windows as dropped (``queue_policy: newest``, for live use); with
 ``queue_policy: all`` (bag evaluation) it processes every window in order, dropping the
-oldest only beyond ``max_pending_windows``. Buffers are bounded (``max_buffered_events``).
+oldest only beyond ``max_pending_windows``. Events held before a calibration is known are
+bounded by ``max_buffered_events``.
 """
 
 from __future__ import annotations
 
-import re
 import sys
 import threading
 import time
@@ -33,10 +37,9 @@ import rclpy
 import rclpy.executors
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import TwistStamped
-from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, SetParametersResult
+from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
-from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
-from sensor_msgs.msg import CameraInfo, Image
+from sensor_msgs.msg import Image
 
 from focus_ros.camera import Calibration
 from focus_ros.estimators.angular_velocity import (ROTATION_WARPS, T_REF_CHOICES, WARM_STARTS,
@@ -47,47 +50,18 @@ from focus_ros.losses import LOSSES
 from focus_ros.optimize import OPTIMIZERS
 from focus_ros.ros import messages
 from focus_ros.ros.entry_point import run_node
-from focus_ros.stream import StreamGuard
-from focus_ros.transport import EventDecodeError
+from focus_ros.ros.event_input import EventBatch, EventInput, descriptor
 from focus_ros.visualization import iwe_to_rgb, saturation_scale
 from focus_ros.windows import CountWindowCutter, DurationWindowCutter
 
-EVENT_MESSAGE_TYPES = ("dvs_msgs/EventArray", "event_camera_msgs/EventPacket")
 #: the estimator's defaults for live use (BFGS, stopped at a relative change of 1e-5, extrapolated warm start)
 REAL_TIME = real_time_settings()
 
 
-def _descriptor(description: str, *, integer_range=None, float_range=None, read_only=False,
-                dynamic_typing=False) -> ParameterDescriptor:
-    descriptor = ParameterDescriptor(description=description, read_only=read_only,
-                                     dynamic_typing=dynamic_typing)
-    if integer_range:
-        descriptor.integer_range = [IntegerRange(from_value=integer_range[0], to_value=integer_range[1], step=1)]
-    if float_range:
-        descriptor.floating_point_range = [FloatingPointRange(from_value=float_range[0],
-                                                              to_value=float_range[1], step=0.0)]
-    return descriptor
-
-
-#: name -> (default, description, options); options: integer_range / float_range / read_only
+#: name -> (default, description, options); options: integer_range / float_range / read_only.
+#: The event input's parameters (message type, QoS, camera_info, calibration.*, buffers) are
+#: declared by :class:`~focus_ros.ros.event_input.EventInput`.
 PARAMETERS = {
-    "event_message_type": ("dvs_msgs/EventArray",
-                           "input message type: dvs_msgs/EventArray or event_camera_msgs/EventPacket", {"read_only": True}),
-    "qos_reliability": ("best_effort", "events subscription reliability: best_effort (accepts reliable and "
-                        "best-effort publishers) or reliable", {"read_only": True}),
-    "qos_depth": (1000, "events subscription queue depth (messages)", {"integer_range": (1, 100000), "read_only": True}),
-    "camera_info_topic": ("/dvs/camera_info", "sensor_msgs/CameraInfo topic with the intrinsics", {"read_only": True}),
-    "camera_info_timeout_s": (2.0, "wait this long (s) for camera_info before using the calibration parameters",
-                              {"float_range": (0.0, 60.0), "read_only": True}),
-    "calibration.file": ("", "calibration file (ECD calib.txt or focus_ros YAML), used when camera_info is absent",
-                         {"read_only": True}),
-    "calibration.width": (0, "sensor width (px); 0 = unknown", {"integer_range": (0, 8192), "read_only": True}),
-    "calibration.height": (0, "sensor height (px); 0 = unknown", {"integer_range": (0, 8192), "read_only": True}),
-    "calibration.fx": (0.0, "focal length x (px)", {"float_range": (0.0, 1e5), "read_only": True}),
-    "calibration.fy": (0.0, "focal length y (px)", {"float_range": (0.0, 1e5), "read_only": True}),
-    "calibration.cx": (0.0, "principal point x (px)", {"float_range": (-1e5, 1e5), "read_only": True}),
-    "calibration.cy": (0.0, "principal point y (px)", {"float_range": (-1e5, 1e5), "read_only": True}),
-    "calibration.distortion": ([0.0, 0.0, 0.0, 0.0, 0.0], "radial-tangential k1 k2 p1 p2 k3", {"read_only": True}),
     "window_events": (30000, "events per window", {"integer_range": (100, 10_000_000)}),
     "window_stride_events": (0, "events between consecutive window starts; 0 = window_events (no overlap)",
                              {"integer_range": (0, 10_000_000)}),
@@ -95,8 +69,6 @@ PARAMETERS = {
                           {"float_range": (0.0, 10.0), "read_only": True}),
     "gap_reset_windows": (10.0, "reset the warm start after a gap of this many window durations",
                           {"float_range": (0.0, 1e6)}),
-    "max_buffered_events": (2_000_000, "bound on buffered events; older ones are dropped",
-                            {"integer_range": (1000, 100_000_000)}),
     "queue_policy": ("newest", "when windows complete faster than they are processed: newest (skip to the "
                      "newest window, live use) or all (process every window in order, for bag evaluation)", {}),
     "max_pending_windows": (100, "queue_policy all: bound on queued windows; beyond it the oldest are dropped",
@@ -137,28 +109,21 @@ class AngularVelocityNode(Node):
     def __init__(self, **kwargs):
         super().__init__("angular_velocity_node", **kwargs)
         for name, (default, description, options) in PARAMETERS.items():
-            self.declare_parameter(name, default, _descriptor(description, **options))
+            self.declare_parameter(name, default, descriptor(description, **options))
         reasons = self._check_choices({name: self.get_parameter(name).value for name in PARAMETERS})
         if reasons:
             raise ValueError("; ".join(reasons))
 
         self._lock = threading.Condition()
-        self._warned: set[str] = set()
         self._calibration: Calibration | None = None
-        self._calibration_source = ""
-        self._guard: StreamGuard | None = None
         self._estimator: AngularVelocityEstimator | None = None
         self._windows = None               # CountWindowCutter or DurationWindowCutter, once configured
         self._pending = deque()            # complete windows waiting for the worker: (window, receive time)
-        self._waiting = deque()    # (events, width, height, receive time) until the estimator is configured
-        self._frame_id = ""
         self._last_image_time = 0.0
         self._settings_changed = False
-        self._stats = dict(events_received=0, windows_processed=0, windows_dropped=0, malformed_messages=0,
-                           degenerate_windows=0, last_latency_ms=float("nan"), last_iterations=0,
-                           last_focus_gain=float("nan"), events_since_report=0, processing_s_since_report=0.0,
-                           windows_since_report=0)
-        self._last_report_time = time.monotonic()
+        self._stats = dict(windows_processed=0, windows_dropped=0, degenerate_windows=0,
+                           last_latency_ms=float("nan"), last_iterations=0, last_focus_gain=float("nan"),
+                           processing_s_since_report=0.0, windows_since_report=0)
         self._running = True
 
         self._twist_publisher = self.create_publisher(TwistStamped, "angular_velocity", 10)
@@ -167,34 +132,22 @@ class AngularVelocityNode(Node):
             "compensated": self.create_publisher(Image, "iwe/compensated", 1),
         }
         self._diagnostics_publisher = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-
-        message_type = self.get_parameter("event_message_type").value
-        self._message_class = messages.event_message_class(message_type)
-        self._decode = messages.event_decoder(message_type)
-        reliability = (ReliabilityPolicy.RELIABLE if self.get_parameter("qos_reliability").value == "reliable"
-                       else ReliabilityPolicy.BEST_EFFORT)
-        qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=self.get_parameter("qos_depth").value,
-                         reliability=reliability)
-        self.create_subscription(self._message_class, "events", self._on_events, qos, raw=True)
-        camera_info_topic = self.get_parameter("camera_info_topic").value
-        self.create_subscription(CameraInfo, camera_info_topic, self._on_camera_info, 10)
+        self._input = EventInput(self, self._on_events, self._on_calibration)
+        self._warn_once = self._input.warn_once
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.create_timer(1.0, self._publish_diagnostics)
-        self._fallback_timer = self.create_timer(
-            max(self.get_parameter("camera_info_timeout_s").value, 0.01), self._use_fallback_calibration)
 
         self._worker = threading.Thread(target=self._work, name="focus_ros_estimator", daemon=True)
         self._worker.start()
         self.get_logger().info(
-            f"waiting for {message_type} on '{self.resolve_topic_name('events')}' and camera_info on "
-            f"'{camera_info_topic}'; publishing rad/s on '{self.resolve_topic_name('angular_velocity')}'")
+            f"waiting for {self._input.message_type} on '{self._input.events_topic}' and camera_info on "
+            f"'{self._input.camera_info_topic}'; publishing rad/s on '{self.resolve_topic_name('angular_velocity')}'")
 
     # ----------------------------------------------------------------- parameters
     def _check_choices(self, values: dict) -> list[str]:
         """Reasons why the parameter values are unusable (empty when fine)."""
         reasons = []
-        choices = {"event_message_type": EVENT_MESSAGE_TYPES, "qos_reliability": ("best_effort", "reliable"),
-                   "queue_policy": ("newest", "all"),
+        choices = {"queue_policy": ("newest", "all"),
                    "loss": tuple(LOSSES), "kernel": tuple(KERNELS), "reference_time": T_REF_CHOICES,
                    "warp": ROTATION_WARPS, "optimizer": tuple(OPTIMIZERS), "warm_start": WARM_STARTS}
         for name, allowed in choices.items():
@@ -240,97 +193,34 @@ class AngularVelocityNode(Node):
             return DurationWindowCutter(int(round(duration * 1e9)))
         return CountWindowCutter(window_events, stride)
 
-    # ----------------------------------------------------------------- calibration
-    def _on_camera_info(self, message: CameraInfo) -> None:
-        if self._calibration_source == "camera_info":
-            return
-        try:
-            calibration = Calibration.from_camera_info_message(message)
-        except ValueError as error:
-            self._warn_once("camera_info", f"camera_info unusable: {error}")
-            return
-        self._set_calibration(calibration, f"camera_info on '{self.get_parameter('camera_info_topic').value}'")
-
-    def _use_fallback_calibration(self) -> None:
-        self._fallback_timer.cancel()
-        if self._calibration is not None:
-            return
-        try:
-            calibration = messages.calibration_from_parameters(
-                {name.split(".", 1)[1]: self.get_parameter(name).value
-                 for name in PARAMETERS if name.startswith("calibration.")})
-        except ValueError as error:
-            self.get_logger().error(
-                f"no calibration: nothing on '{self.get_parameter('camera_info_topic').value}' after "
-                f"{self.get_parameter('camera_info_timeout_s').value} s and {error}; "
-                "waiting for camera_info (events are buffered, bounded)")
-            return
-        self._set_calibration(calibration, "the calibration parameters (no camera_info arrived)")
-
-    def _set_calibration(self, calibration: Calibration, source: str) -> None:
-        previous = self._calibration
+    # ----------------------------------------------------------------- input
+    def _on_calibration(self, calibration: Calibration, source: str) -> None:
         with self._lock:
             self._calibration = calibration
-            self._calibration_source = "camera_info" if source.startswith("camera_info") else "parameters"
             self._settings_changed = True
-            if previous is None or (previous.width, previous.height) != (calibration.width, calibration.height):
-                self._guard = StreamGuard(calibration.width, calibration.height)
             self._lock.notify()
-        self.get_logger().info(
-            f"using intrinsics from {source}: {calibration.width}x{calibration.height} px, "
-            f"fx {calibration.fx:.2f} fy {calibration.fy:.2f} cx {calibration.cx:.2f} cy {calibration.cy:.2f}")
 
-    # ----------------------------------------------------------------- input
-    def _warn_once(self, kind: str, text: str) -> None:
-        if kind not in self._warned:
-            self._warned.add(kind)
-            self.get_logger().warning(text + " (reported once)")
-
-    def _on_events(self, serialized: bytes) -> None:
-        received = time.monotonic()
-        try:
-            events, info = self._decode(serialized)
-        except EventDecodeError as error:
-            self._stats["malformed_messages"] += 1
-            # once per kind of fault (the text without its numbers)
-            self._warn_once("malformed:" + re.sub(r"\d+", "#", str(error)), f"event message ignored: {error}")
-            return
+    def _on_events(self, batch: EventBatch) -> None:
+        """Window and queue one guarded batch (executor thread)."""
         with self._lock:
-            self._stats["events_received"] += len(events)
-            self._stats["events_since_report"] += len(events)
-            if info.frame_id:
-                self._frame_id = info.frame_id
-            if self._guard is None or self._windows is None or self._settings_changed:
-                self._waiting.append((events, info.width, info.height, received))
-                self._bound_waiting()
+            if self._settings_changed:
+                self._reconfigure()
+            if self._windows is None:
+                return  # the first settings were not usable (logged)
+            if batch.restart:
+                self._windows.reset()
+                self._pending.clear()
+                self._estimator.reset()
+            # queue policy "newest": at most one window waits (the newest); "all": up to max_pending_windows
+            limit = 1 if self.get_parameter("queue_policy").value == "newest" else \
+                self.get_parameter("max_pending_windows").value
+            for window in self._windows.push(batch.events):
+                self._pending.append((window, batch.received_s))
+                if len(self._pending) > limit:
+                    self._pending.popleft()
+                    self._stats["windows_dropped"] += 1
+            if self._pending:
                 self._lock.notify()
-                return
-            self._accept(events, info.width, info.height, received)
-
-    def _bound_waiting(self) -> None:
-        limit = self.get_parameter("max_buffered_events").value
-        while sum(len(item[0]) for item in self._waiting) > limit and len(self._waiting) > 1:
-            self._waiting.popleft()
-
-    def _accept(self, events, width, height, received) -> None:
-        """Guard, window and queue one batch (lock held)."""
-        result = self._guard.check(events, width, height)
-        for kind, text in result.problems:
-            self._warn_once(kind, text)
-        if result.restart:
-            self._windows.reset()
-            self._pending.clear()
-            self._estimator.reset()
-        # queue policy "newest": at most one window waits (the newest); "all": up to max_pending_windows
-        limit = 1 if self.get_parameter("queue_policy").value == "newest" else \
-            self.get_parameter("max_pending_windows").value
-        for window in self._windows.push(result.events):
-            self._pending.append((window, received))
-            if len(self._pending) > limit:
-                self._pending.popleft()
-                self._stats["windows_dropped"] += 1
-        if self._pending:
-            self._lock.notify()
 
     # ----------------------------------------------------------------- work
     def _work(self) -> None:
@@ -342,10 +232,7 @@ class AngularVelocityNode(Node):
                 if not self._running:
                     return
                 if self._settings_changed and self._calibration is not None:
-                    try:
-                        self._reconfigure()
-                    except ValueError as error:  # checked when set; kept as a last resort
-                        self.get_logger().error(f"settings not usable: {error}; keeping the previous ones")
+                    self._reconfigure()
                 if not self._pending:
                     continue
                 window, received = self._pending.popleft()
@@ -367,15 +254,19 @@ class AngularVelocityNode(Node):
         """A gap longer than gap_reset_windows window durations restarts the windows too,
         so that no window mixes events from both sides of it."""
         windows = self.get_parameter("gap_reset_windows").value
-        if windows > 0 and len(window) > 1 and self._guard is not None:
-            self._guard.gap_s = max(windows * window.duration_s, 1e-3)
+        if windows > 0 and len(window) > 1:
+            self._input.set_gap_s(max(windows * window.duration_s, 1e-3))
 
     def _reconfigure(self) -> None:
         """(Re)build estimator and windows from the parameters (lock held)."""
         self._settings_changed = False
         settings = self._estimator_settings()
         previous = self._estimator
-        self._estimator = AngularVelocityEstimator(self._calibration, settings)
+        try:
+            self._estimator = AngularVelocityEstimator(self._calibration, settings)
+        except ValueError as error:  # checked when set; kept as a last resort
+            self.get_logger().error(f"settings not usable: {error}; keeping the previous ones")
+            return
         if previous is not None and not self._estimator.degenerate_reason:
             self._estimator.previous = previous.previous  # keep the warm start across changes
         self._windows = self._make_windows()
@@ -384,9 +275,6 @@ class AngularVelocityNode(Node):
             self.get_logger().error(f"loss '{settings.loss}': {self._estimator.degenerate_reason}")
         self.get_logger().info(f"estimating with loss '{settings.loss}', polarity {settings.use_polarity}, "
                                f"windows of {self._window_description()}")
-        while self._waiting:
-            events, width, height, received = self._waiting.popleft()
-            self._accept(events, width, height, received)
 
     def _window_description(self) -> str:
         duration = self.get_parameter("window_duration_s").value
@@ -396,7 +284,7 @@ class AngularVelocityNode(Node):
                 f"{self.get_parameter('window_stride_events').value or self.get_parameter('window_events').value}")
 
     def _publish(self, estimate, received, estimator) -> None:
-        frame_id = self.get_parameter("frame_id").value or self._frame_id
+        frame_id = self.get_parameter("frame_id").value or self._input.frame_id
         stamp = messages.time_from_ns(estimate.t_ref_ns)
         if estimate.degenerate:
             with self._lock:
@@ -437,38 +325,30 @@ class AngularVelocityNode(Node):
 
     # ----------------------------------------------------------------- diagnostics
     def _publish_diagnostics(self) -> None:
-        now = time.monotonic()
+        inputs = self._input.diagnostics()
         with self._lock:
             stats = dict(self._stats)
-            elapsed = max(now - self._last_report_time, 1e-9)
-            self._stats["events_since_report"] = 0
             self._stats["processing_s_since_report"] = 0.0
             self._stats["windows_since_report"] = 0
-            self._last_report_time = now
-            calibration_source = self._calibration_source or "none"
-        status = DiagnosticStatus(name=f"{self.get_name()}: angular velocity", hardware_id=frame_id_or(self._frame_id))
-        if calibration_source == "none":
+        status = DiagnosticStatus(name=f"{self.get_name()}: angular velocity",
+                                  hardware_id=frame_id_or(self._input.frame_id))
+        if inputs["calibration_source"] == "none":
             status.level, status.message = DiagnosticStatus.ERROR, "no calibration (camera_info or parameters)"
         elif stats["windows_dropped"] > 0 and stats["windows_dropped"] >= stats["windows_processed"]:
             status.level, status.message = DiagnosticStatus.WARN, "falling behind: most windows dropped"
         else:
             status.level, status.message = DiagnosticStatus.OK, "estimating"
         values = {
-            "event_rate_mev_s": stats["events_since_report"] / elapsed / 1e6,
-            "events_received": stats["events_received"],
+            **inputs,
             "windows_processed": stats["windows_processed"],
             "windows_dropped": stats["windows_dropped"],
             "degenerate_windows": stats["degenerate_windows"],
-            "malformed_messages": stats["malformed_messages"],
             "latency_ms": stats["last_latency_ms"],
             "processing_ms_per_window": (1e3 * stats["processing_s_since_report"] / stats["windows_since_report"]
                                          if stats["windows_since_report"] else float("nan")),
             "iterations": stats["last_iterations"],
             "focus_gain": stats["last_focus_gain"],
-            "calibration_source": calibration_source,
         }
-        if self._guard is not None:
-            values.update(self._guard.counts)
         status.values = [KeyValue(key=key, value=f"{value:.4g}" if isinstance(value, float) else str(value))
                          for key, value in values.items()]
         array = DiagnosticArray(status=[status])

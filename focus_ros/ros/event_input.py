@@ -1,0 +1,324 @@
+"""One way in for events, shared by every focus_ros node.
+
+:class:`EventInput` is composed by a node and owns everything about getting events in:
+
+- its parameters, declared on the node with descriptions and ranges (:data:`PARAMETERS`:
+  ``event_message_type``, ``qos_reliability``, ``qos_depth``, ``camera_info_topic``,
+  ``camera_info_timeout_s``, ``calibration.*``, ``max_buffered_events``);
+- the raw subscription on ``events`` (serialized bytes, decoded with numpy by
+  :func:`focus_ros.ros.messages.event_decoder`: one decoder per subscription, they may keep
+  state from one message to the next);
+- the :class:`~focus_ros.stream.StreamGuard` (sensor bounds, time order, gaps, restarts);
+- the calibration: the first usable ``sensor_msgs/CameraInfo`` on ``camera_info_topic``, or
+  after ``camera_info_timeout_s`` the ``calibration.*`` parameters / ``calibration.file``;
+  one log line says which is used, one error line when there is none (camera_info is then
+  still awaited);
+- buffering while there is no calibration yet (bounded by ``max_buffered_events``, oldest
+  messages dropped first and counted);
+- warn-once logging of input faults (one line per kind of fault) and the diagnostic counters
+  (:meth:`EventInput.diagnostics`) a node adds to its own ``/diagnostics`` status.
+
+It hands the node guarded :class:`EventBatch` es (events inside the sensor, time never going
+back, receive time, frame_id, restart flag) and calibration changes through callbacks, both
+called on the executor thread that runs the subscriptions, in arrival order.
+
+Usage (the node stays thin)::
+
+    class MyNode(Node):
+        def __init__(self):
+            super().__init__("my_node")
+            self._input = EventInput(self, self._on_events, self._on_calibration)
+
+        def _on_calibration(self, calibration: Calibration, source: str) -> None:
+            ...  # (re)build what depends on the intrinsics; source: "camera_info" or "parameters"
+
+        def _on_events(self, batch: EventBatch) -> None:
+            if batch.restart:
+                ...  # the stream restarted (gap or jump back in time): drop buffered windows, warm starts
+            ...  # batch.events (Events), batch.received_s (time.monotonic()), batch.frame_id
+
+        def _publish_diagnostics(self):
+            values = {"my_counter": 3, **self._input.diagnostics()}
+
+Locking: the callbacks run with the input's internal lock held (so batches stay in order even
+under a multi-threaded executor). A node may take its own lock inside them; it must then not
+wait for anything the callbacks wait for. :meth:`diagnostics`, :meth:`set_gap_s`,
+:meth:`warn_once` and the properties never take that lock.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable
+
+from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import CameraInfo
+
+from focus_ros.camera import Calibration
+from focus_ros.events import Events
+from focus_ros.ros import messages
+from focus_ros.stream import StreamGuard
+
+EVENT_MESSAGE_TYPES = ("dvs_msgs/EventArray", "event_camera_msgs/EventPacket")
+QOS_RELIABILITIES = ("best_effort", "reliable")
+
+
+def descriptor(description: str, *, integer_range=None, float_range=None, read_only=False,
+               dynamic_typing=False) -> ParameterDescriptor:
+    """A ParameterDescriptor with a description and an optional integer or float range."""
+    result = ParameterDescriptor(description=description, read_only=read_only, dynamic_typing=dynamic_typing)
+    if integer_range:
+        result.integer_range = [IntegerRange(from_value=integer_range[0], to_value=integer_range[1], step=1)]
+    if float_range:
+        result.floating_point_range = [FloatingPointRange(from_value=float_range[0], to_value=float_range[1],
+                                                          step=0.0)]
+    return result
+
+
+#: name -> (default, description, descriptor options): the event input's parameters
+PARAMETERS = {
+    "event_message_type": ("dvs_msgs/EventArray",
+                           "input message type: dvs_msgs/EventArray or event_camera_msgs/EventPacket", {"read_only": True}),
+    "qos_reliability": ("best_effort", "events subscription reliability: best_effort (accepts reliable and "
+                        "best-effort publishers) or reliable", {"read_only": True}),
+    "qos_depth": (1000, "events subscription queue depth (messages)", {"integer_range": (1, 100000), "read_only": True}),
+    "camera_info_topic": ("/dvs/camera_info", "sensor_msgs/CameraInfo topic with the intrinsics", {"read_only": True}),
+    "camera_info_timeout_s": (2.0, "wait this long (s) for camera_info before using the calibration parameters",
+                              {"float_range": (0.0, 60.0), "read_only": True}),
+    "calibration.file": ("", "calibration file (ECD calib.txt or focus_ros YAML), used when camera_info is absent",
+                         {"read_only": True}),
+    "calibration.width": (0, "sensor width (px); 0 = unknown", {"integer_range": (0, 8192), "read_only": True}),
+    "calibration.height": (0, "sensor height (px); 0 = unknown", {"integer_range": (0, 8192), "read_only": True}),
+    "calibration.fx": (0.0, "focal length x (px)", {"float_range": (0.0, 1e5), "read_only": True}),
+    "calibration.fy": (0.0, "focal length y (px)", {"float_range": (0.0, 1e5), "read_only": True}),
+    "calibration.cx": (0.0, "principal point x (px)", {"float_range": (-1e5, 1e5), "read_only": True}),
+    "calibration.cy": (0.0, "principal point y (px)", {"float_range": (-1e5, 1e5), "read_only": True}),
+    "calibration.distortion": ([0.0, 0.0, 0.0, 0.0, 0.0], "radial-tangential k1 k2 p1 p2 k3", {"read_only": True}),
+    "max_buffered_events": (2_000_000, "bound on events held while there is no calibration yet (oldest "
+                            "messages dropped first)", {"integer_range": (1000, 100_000_000)}),
+}
+
+
+@dataclass(frozen=True)
+class EventBatch:
+    """One message's usable events, as the node receives them.
+
+    events: inside the sensor, timestamps (ns) never going back, never empty (messages left
+    with no usable events are not delivered); received_s: ``time.monotonic()`` (s) when the message
+    arrived (for latency); frame_id: the message's header frame; restart: the stream restarted
+    just before these events (a gap longer than the guard's ``gap_s`` or a jump back in time):
+    drop buffered windows and warm starts before using them.
+    """
+
+    events: Events
+    received_s: float
+    frame_id: str
+    restart: bool = False
+
+
+class WarnOnce:
+    """Logs a warning once per kind of fault (``kind``: a short stable key)."""
+
+    def __init__(self, logger):
+        self._logger = logger
+        self._warned: set[str] = set()
+
+    def __call__(self, kind: str, text: str) -> None:
+        if kind not in self._warned:
+            self._warned.add(kind)
+            self._logger.warning(text + " (reported once)")
+
+
+class EventInput:
+    """The event subscription, decoding, stream guard and calibration of a node (see the module
+    docstring).
+
+    node: the rclpy Node that owns it (parameters are declared on it);
+    on_events(EventBatch): called for every message with usable events, in order;
+    on_calibration(Calibration, source): called when the intrinsics become known or change
+    (source "camera_info" or "parameters"); buffered events follow it;
+    parameter_defaults: overrides of :data:`PARAMETERS` defaults for this node;
+    callback_group: for the subscriptions and the fallback timer (None: the node's default).
+    """
+
+    def __init__(self, node, on_events: Callable[[EventBatch], None],
+                 on_calibration: Callable[[Calibration, str], None] | None = None, *,
+                 parameter_defaults: dict | None = None, callback_group=None):
+        self._node = node
+        self._on_events = on_events
+        self._on_calibration = on_calibration
+        defaults = parameter_defaults or {}
+        unknown = set(defaults) - set(PARAMETERS)
+        if unknown:
+            raise ValueError(f"unknown event input parameters: {', '.join(sorted(unknown))}")
+        for name, (default, description, options) in PARAMETERS.items():
+            node.declare_parameter(name, defaults.get(name, default), descriptor(description, **options))
+        value = lambda name: node.get_parameter(name).value  # noqa: E731
+        for name, allowed in (("event_message_type", EVENT_MESSAGE_TYPES), ("qos_reliability", QOS_RELIABILITIES)):
+            if value(name) not in allowed:
+                raise ValueError(f"{name} '{value(name)}' is not one of: {', '.join(allowed)}")
+
+        self.message_type = value("event_message_type")
+        self.camera_info_topic = value("camera_info_topic")
+        self.warn_once = WarnOnce(node.get_logger())
+        self._lock = threading.RLock()
+        self._calibration: Calibration | None = None
+        self._calibration_source = "none"
+        self._guard: StreamGuard | None = None
+        self._gap_s: float | None = None
+        self._frame_id = ""
+        self._waiting: deque = deque()  # (events, width, height, received_s, frame_id) until calibrated
+        self._waiting_events = 0
+        self._counts = dict(messages_received=0, events_received=0, malformed_messages=0,
+                            events_dropped_unconfigured=0)
+        self._events_since_report = 0
+        self._last_report_s = time.monotonic()
+
+        message_class = messages.event_message_class(self.message_type)
+        self._decode = messages.event_decoder(self.message_type)
+        reliability = (ReliabilityPolicy.RELIABLE if value("qos_reliability") == "reliable"
+                       else ReliabilityPolicy.BEST_EFFORT)
+        qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=value("qos_depth"), reliability=reliability)
+        node.create_subscription(message_class, "events", self._on_message, qos, raw=True,
+                                 callback_group=callback_group)
+        node.create_subscription(CameraInfo, self.camera_info_topic, self._on_camera_info, 10,
+                                 callback_group=callback_group)
+        self._fallback_timer = node.create_timer(max(value("camera_info_timeout_s"), 0.01),
+                                                 self._use_fallback_calibration, callback_group=callback_group)
+
+    # ----------------------------------------------------------------- state
+    @property
+    def calibration(self) -> Calibration | None:
+        """The intrinsics in use (None until camera_info or the fallback gave them)."""
+        return self._calibration
+
+    @property
+    def calibration_source(self) -> str:
+        """"camera_info", "parameters" or "none"."""
+        return self._calibration_source
+
+    @property
+    def frame_id(self) -> str:
+        """The frame of the last event message ('' before the first)."""
+        return self._frame_id
+
+    @property
+    def events_topic(self) -> str:
+        return self._node.resolve_topic_name("events")
+
+    def set_gap_s(self, gap_s: float | None) -> None:
+        """A gap between events longer than this (s) restarts the stream (None: never)."""
+        self._gap_s = gap_s
+        guard = self._guard
+        if guard is not None:
+            guard.gap_s = gap_s
+
+    def diagnostics(self) -> dict:
+        """Counters for the node's /diagnostics status: event_rate_mev_s (since the previous
+        call), events_received, messages_received, malformed_messages,
+        events_dropped_unconfigured (dropped while waiting for a calibration), the stream
+        guard's counts (empty_messages, out_of_range_events, out_of_order_events, restarts,
+        size_mismatch_messages) and calibration_source."""
+        now = time.monotonic()
+        since, self._events_since_report = self._events_since_report, 0
+        elapsed = max(now - self._last_report_s, 1e-9)
+        self._last_report_s = now
+        values = {"event_rate_mev_s": since / elapsed / 1e6, **self._counts}
+        guard = self._guard
+        values.update(guard.counts if guard is not None else
+                      dict.fromkeys(("empty_messages", "out_of_range_events", "out_of_order_events", "restarts",
+                                     "size_mismatch_messages"), 0))
+        values["calibration_source"] = self._calibration_source
+        return values
+
+    # ----------------------------------------------------------------- events
+    def _on_message(self, serialized: bytes) -> None:
+        received_s = time.monotonic()
+        try:
+            events, info = self._decode(serialized)
+        except Exception as error:  # noqa: BLE001 - any undecodable message is a malformed one, not a crash
+            self._counts["malformed_messages"] += 1
+            # once per kind of fault (the text without its numbers)
+            self.warn_once("malformed:" + re.sub(r"\d+", "#", str(error)), f"event message ignored: {error}")
+            return
+        with self._lock:
+            self._counts["messages_received"] += 1
+            self._counts["events_received"] += len(events)
+            self._events_since_report += len(events)
+            if info.frame_id:
+                self._frame_id = info.frame_id
+            item = (events, info.width, info.height, received_s, info.frame_id or self._frame_id)
+            if self._guard is None:
+                self._hold(item)
+                return
+            self._deliver(*item)
+
+    def _hold(self, item) -> None:
+        """Keep a message until there is a calibration (bounded; lock held)."""
+        self._waiting.append(item)
+        self._waiting_events += len(item[0])
+        limit = self._node.get_parameter("max_buffered_events").value
+        while self._waiting_events > limit and len(self._waiting) > 1:
+            dropped = self._waiting.popleft()
+            self._waiting_events -= len(dropped[0])
+            self._counts["events_dropped_unconfigured"] += len(dropped[0])
+            self.warn_once("unconfigured_overflow", f"more than {limit} events arrived before a calibration: "
+                           "the oldest are dropped (max_buffered_events)")
+
+    def _deliver(self, events, width, height, received_s, frame_id) -> None:
+        """Guard one message's events and hand them to the node (lock held)."""
+        result = self._guard.check(events, width, height)
+        for kind, text in result.problems:
+            self.warn_once(kind, text)
+        if len(result.events):
+            self._on_events(EventBatch(result.events, received_s, frame_id, result.restart))
+
+    # ----------------------------------------------------------------- calibration
+    def _on_camera_info(self, message: CameraInfo) -> None:
+        if self._calibration_source == "camera_info":
+            return
+        try:
+            calibration = Calibration.from_camera_info_message(message)
+        except ValueError as error:
+            self.warn_once("camera_info", f"camera_info unusable: {error}")
+            return
+        self._set_calibration(calibration, "camera_info", f"camera_info on '{self.camera_info_topic}'")
+
+    def _use_fallback_calibration(self) -> None:
+        self._fallback_timer.cancel()
+        if self._calibration is not None:
+            return
+        node = self._node
+        try:
+            calibration = messages.calibration_from_parameters(
+                {name.split(".", 1)[1]: node.get_parameter(name).value
+                 for name in PARAMETERS if name.startswith("calibration.")})
+        except ValueError as error:
+            node.get_logger().error(
+                f"no calibration: nothing on '{self.camera_info_topic}' after "
+                f"{node.get_parameter('camera_info_timeout_s').value} s and {error}; "
+                "waiting for camera_info (events are buffered, bounded)")
+            return
+        self._set_calibration(calibration, "parameters", "the calibration parameters (no camera_info arrived)")
+
+    def _set_calibration(self, calibration: Calibration, source: str, description: str) -> None:
+        with self._lock:
+            previous = self._calibration
+            self._calibration = calibration
+            self._calibration_source = source
+            if previous is None or (previous.width, previous.height) != (calibration.width, calibration.height):
+                self._guard = StreamGuard(calibration.width, calibration.height, gap_s=self._gap_s)
+            self._node.get_logger().info(
+                f"using intrinsics from {description}: {calibration.width}x{calibration.height} px, "
+                f"fx {calibration.fx:.2f} fy {calibration.fy:.2f} cx {calibration.cx:.2f} cy {calibration.cy:.2f}")
+            if self._on_calibration is not None:
+                self._on_calibration(calibration, source)
+            while self._waiting:
+                item = self._waiting.popleft()
+                self._waiting_events -= len(item[0])
+                self._deliver(*item)
