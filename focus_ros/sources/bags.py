@@ -11,7 +11,9 @@ typestore. Default topics and types are those of the dataset's bags (design.md 2
 - ``/dvs/events``: ``dvs_msgs/msg/EventArray`` (or ``event_camera_msgs/msg/EventPacket``);
 - ``/dvs/imu``: ``sensor_msgs/msg/Imu`` -> :class:`ImuSamples`;
 - ``/dvs/camera_info``: ``sensor_msgs/msg/CameraInfo`` -> :class:`Calibration` (plumb bob);
-- ``/optitrack/davis``: ``geometry_msgs/msg/PoseStamped`` -> :class:`Poses`.
+- ``/optitrack/davis``: ``geometry_msgs/msg/PoseStamped`` -> :class:`Poses`;
+- ``/dvs/depthmap``: ``sensor_msgs/msg/Image`` 32FC1 depth ground truth (simulator; see
+  :mod:`focus_ros.sources.depth_maps`).
 
 Failures (missing file, corrupt or truncated bag, missing topic, unknown type, bad
 event message) raise :class:`BagError` naming the file and topic; events read before
@@ -56,6 +58,7 @@ class BagTopics:
     imu: str = "/dvs/imu"
     camera_info: str = "/dvs/camera_info"
     poses: str = "/optitrack/davis"
+    depth: str = "/dvs/depthmap"
 
 
 DEFAULT_TOPICS = BagTopics()
@@ -319,6 +322,31 @@ def _read_calibration(reader, path, topic) -> Calibration | None:
     return None
 
 
+def _read_depth(reader, path, topic):
+    from focus_ros.sources.depth_maps import IMAGE_TYPE, DepthGroundTruth, depth_from_image_message
+    times, maps = [], []
+    for message in _deserialized(reader, path, topic, IMAGE_TYPE):
+        try:
+            t_ns, depth = depth_from_image_message(message, f"{path}: topic {topic}")
+        except ValueError as error:
+            raise BagError(str(error)) from None
+        times.append(t_ns)
+        maps.append(depth)
+    if not maps:
+        return None
+    return DepthGroundTruth(np.array(times, np.int64), np.stack(maps))
+
+
+def read_bag_depth(path, topic: str = DEFAULT_TOPICS.depth):
+    """The bag's depth ground truth (:class:`~focus_ros.sources.depth_maps.DepthGroundTruth`
+    from 32FC1 images on ``topic``), or None when the topic is absent."""
+    path = Path(path)
+    with closing(open_bag(path)) as reader:
+        if topic not in bag_topics(reader):
+            return None
+        return _read_depth(reader, path, topic)
+
+
 def read_bag_calibration(path, topic: str = DEFAULT_TOPICS.camera_info) -> Calibration | None:
     """The calibration in a bag's first camera_info on ``topic`` (None when the topic is absent)."""
     path = Path(path)
@@ -353,10 +381,13 @@ def read_bag(path, topics: BagTopics = DEFAULT_TOPICS, event_topic: str | None =
         poses = _read_poses(reader, path, topics.poses) if topics.poses in available else None
         calibration = (_read_calibration(reader, path, topics.camera_info)
                        if topics.camera_info in available else None)
+        depth = _read_depth(reader, path, topics.depth) if topics.depth in available else None
         if event_topic is None and available.get(topics.events) in EVENT_TYPES:
             event_topic = topics.events
     events = Events.concatenate([events for events, _ in iter_bag_events(path, event_topic)])
-    return Recording(events=events, calibration=calibration, imu=imu, poses=poses)
+    return Recording(events=events, calibration=calibration, imu=imu, poses=poses,
+                     depth_times=depth.t if depth is not None else None,
+                     depth_maps=depth.depth_m if depth is not None else None)
 
 
 # ----------------------------------------------------------------------------------------
@@ -443,7 +474,7 @@ def write_bag(path, recording: Recording, version: int = 2, storage: str = "mcap
     only, ``event_camera_msgs/EventPacket`` with ``event_encoding`` "mono" / "evt3"; evt3
     has 1 us resolution, so event times are rounded down to whole microseconds);
     log time = the message's last event time, header stamp = its first. IMU, camera info
-    (once, at the first event) and poses go through rosbags' serializer. Refuses to
+    (once, at the first event), poses and depth maps (32FC1 images) go through rosbags' serializer. Refuses to
     overwrite an existing path (ValueError).
     """
     path = Path(path)
@@ -487,10 +518,14 @@ def write_bag(path, recording: Recording, version: int = 2, storage: str = "mcap
         for t_ns, position, orientation in zip(poses.t.tolist(), poses.position, poses.orientation):
             add(t_ns, topics.poses,
                 _pose_message(store, t_ns, position, orientation, "world", version), POSE_TYPE)
+    if recording.depth_maps is not None:
+        from focus_ros.sources.depth_maps import IMAGE_TYPE, depth_image_message
+        for t_ns, depth in zip(recording.depth_times.tolist(), recording.depth_maps):
+            add(t_ns, topics.depth, depth_image_message(store, t_ns, depth, frame_id, version), IMAGE_TYPE)
     records.sort(key=lambda record: record[0])
 
     types = {topics.events: event_type, topics.camera_info: CAMERA_INFO_TYPE,
-             topics.imu: IMU_TYPE, topics.poses: POSE_TYPE}
+             topics.imu: IMU_TYPE, topics.poses: POSE_TYPE, topics.depth: "sensor_msgs/msg/Image"}
     used = {topic for _, topic, _ in records}
     if version == 1:
         writer = Ros1Writer(path)
