@@ -27,6 +27,7 @@ setup(
             "focus-ros = focus_ros.cli:main",
             "angular_velocity_node = focus_ros.ros.angular_velocity_node:main",
             "replay_node = focus_ros.ros.replay_node:main",
+            "depth_node = focus_ros.ros.depth_node:main",
         ],
     },
 )

@@ -1,0 +1,253 @@
+"""depth_node as `ros2 run` starts it, over real topics: REP-118 depth images that match the
+clouds, and bad input (events without poses, poses that stop, poses jumping back, a camera at
+rest, malformed messages) logged once, counted, survived. Plus the node's rclpy-free parts
+(the pose gate, the trajectory segment handed to the worker)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+rclpy = pytest.importorskip("rclpy")
+pytest.importorskip("dvs_msgs.msg", reason="interface packages not built: run `make setup`")
+
+from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
+from dvs_msgs.msg import EventArray  # noqa: E402
+from geometry_msgs.msg import PoseStamped  # noqa: E402
+from sensor_msgs.msg import Image, PointCloud2  # noqa: E402
+
+from conftest import REPOSITORY_ROOT  # noqa: E402
+from focus_ros import transport  # noqa: E402
+from focus_ros.events import Events  # noqa: E402
+from focus_ros.poses import Trajectory  # noqa: E402
+from focus_ros.ros import depth_messages  # noqa: E402
+from focus_ros.ros.depth_node import PoseGate, trajectory_segment  # noqa: E402
+from focus_ros.ros.messages import time_from_ns  # noqa: E402
+from ros_harness import NodeProcess, client_node, executable, spin_until  # noqa: E402
+
+PARAMS_FILE = REPOSITORY_ROOT / "config" / "depth_davis240c.yaml"
+SHIFT_NS = 10_000_000_000   # event and pose times start at 10 s, so that poses can jump back
+
+
+# ============================================================================ rclpy-free parts
+
+
+def _events(t_ns) -> Events:
+    t = np.asarray(t_ns, np.int64)
+    return Events.from_arrays(np.zeros(len(t)), np.zeros(len(t)), t, np.ones(len(t)))
+
+
+def test_pose_gate_releases_covered_events_in_order_and_drops_what_poses_never_cover():
+    gate = PoseGate(max_events=10)
+    gate.push(_events([5, 10, 15]), 1.0)
+    gate.push(_events([20, 25]), 2.0)
+    assert gate.release(None, None) == []                 # no poses yet: all held
+    released = gate.release(8, 17)                        # poses cover 8..17 ns
+    assert [list(e.t) for e, _ in released] == [[10, 15]]
+    assert gate.counts["events_dropped_before_first_pose"] == 1   # t = 5 precedes every pose
+    assert gate.held_events == 2 and gate.oldest_t_ns == 20
+    released = gate.release(8, 22)                        # part of a batch
+    assert [(list(e.t), r) for e, r in released] == [([20], 2.0)]
+    assert gate.release(8, 30)[0][0].t.tolist() == [25] and gate.held_events == 0
+    # the bound: beyond max_events the oldest batches go, counted
+    for start in range(0, 16, 4):
+        gate.push(_events(np.arange(start, start + 4) + 100), 3.0)
+    assert gate.held_events <= 10 and gate.counts["events_dropped_waiting_for_poses"] == 8
+    assert gate.oldest_t_ns == 108
+
+
+def test_trajectory_segment_interpolates_like_the_whole_trajectory():
+    t = np.arange(0, 1_000_000_000, 1_000_000, dtype=np.int64)          # 1 kHz for 1 s
+    angle = t / 1e9
+    position = np.column_stack([np.sin(angle), angle ** 2, 0.1 * angle])
+    quaternion = np.column_stack([np.zeros_like(angle), np.sin(angle / 2), np.zeros_like(angle),
+                                  np.cos(angle / 2)])
+    whole = Trajectory(t, position, quaternion)
+    segment = trajectory_segment(whole, 300_000_500, 400_000_000)
+    assert len(segment) < 110 and segment.covers(300_000_500, 400_000_000)
+    query = np.linspace(300_000_500, 400_000_000, 57).astype(np.int64)
+    for a, b in zip(whole.interpolate(query), segment.interpolate(query)):
+        np.testing.assert_array_equal(a, b)
+
+
+# ============================================================================ through ROS
+
+
+@pytest.fixture(scope="module")
+def slider():
+    """1.2 s of the simulated slider (camera sliding at 0.25 m/s in front of panels), times
+    shifted to start at 10 s."""
+    from focus_ros.sources.simulator import simulate_preset
+
+    recording = simulate_preset("slider", duration_s=1.2, seed=1)
+    events = recording.events
+    recording.events = Events(events.x, events.y, events.t + SHIFT_NS, events.p)
+    recording.poses.t = recording.poses.t + SHIFT_NS
+    recording.depth_times = recording.depth_times + SHIFT_NS
+    return recording
+
+
+@pytest.fixture
+def ros(tmp_path, monkeypatch):
+    with client_node("depth_test_client", monkeypatch) as (env, node, executor):
+        processes = []
+        reports = []
+        node.create_subscription(DiagnosticArray, "/diagnostics", reports.append, 100)
+
+        class Ros:
+            def __init__(self):
+                self.node, self.executor, self.reports = node, executor, reports
+
+            def start(self, *ros_args):
+                command = [executable("depth_node"), "--ros-args", "--params-file", str(PARAMS_FILE),
+                           "-r", "events:=/dvs/events", "-r", "pose:=/optitrack/davis",
+                           "-p", "qos_reliability:=reliable", *ros_args]
+                process = NodeProcess(command, env, tmp_path / f"depth_node_{len(processes)}.log")
+                processes.append(process)
+                assert spin_until(executor, lambda: reports, 30.0), process.log()
+                return process
+
+            def collect(self, message_type, topic):
+                received = []
+                node.create_subscription(message_type, topic, received.append, 100)
+                return received
+
+            def publisher(self, message_type, topic):
+                publisher = node.create_publisher(message_type, topic, 1000)
+                assert spin_until(executor, lambda: publisher.get_subscription_count() > 0, 20.0)
+                return publisher
+
+            def spin(self, seconds):
+                spin_until(executor, lambda: False, seconds)
+
+            def last_values(self):
+                """The key/values and the message of the node's latest /diagnostics status."""
+                status = [s for s in reports[-1].status if "depth" in s.name][0]
+                return {kv.key: kv.value for kv in status.values}, status.message
+
+        yield Ros()
+        for process in processes:
+            process.stop()
+
+
+def publish_events(ros, publisher, events: Events, per_message=20000):
+    for start in range(0, len(events), per_message):
+        publisher.publish(transport.encode_event_array(events[start:start + per_message], 180, 240, "dvs"))
+        ros.spin(0.005)
+
+
+def pose_message(t_ns, position, orientation_xyzw) -> PoseStamped:
+    message = PoseStamped()
+    message.header.stamp = time_from_ns(int(t_ns))
+    message.header.frame_id = "world"
+    message.pose.position.x, message.pose.position.y, message.pose.position.z = (float(v) for v in position)
+    (message.pose.orientation.x, message.pose.orientation.y, message.pose.orientation.z,
+     message.pose.orientation.w) = (float(v) for v in orientation_xyzw)
+    return message
+
+
+def publish_poses(ros, publisher, recording, t_first_ns, t_last_ns, position_override=None, every=5):
+    poses = recording.poses
+    inside = np.flatnonzero((poses.t >= t_first_ns) & (poses.t <= t_last_ns))
+    inside = np.union1d(inside[::every], inside[[0, -1]])
+    for index in inside:
+        position = poses.position[index] if position_override is None else position_override
+        publisher.publish(pose_message(poses.t[index], position, poses.orientation[index]))
+        if index % 50 == 0:
+            ros.spin(0.001)
+
+
+def events_between(recording, t_first_ns, t_last_ns) -> Events:
+    t = recording.events.t
+    return recording.events[int(np.searchsorted(t, t_first_ns)):int(np.searchsorted(t, t_last_ns))]
+
+
+def test_depth_image_follows_rep118_and_matches_the_cloud(ros, slider):
+    ros.start("-p", "keyframe_events:=60000", "-p", "camera_info_timeout_s:=0.2")
+    clouds = ros.collect(PointCloud2, "/depth/points")
+    images = ros.collect(Image, "/depth/image")
+    confidences = ros.collect(Image, "/depth/confidence")
+    events_out = ros.publisher(EventArray, "/dvs/events")
+    poses_out = ros.publisher(PoseStamped, "/optitrack/davis")
+    t0 = int(slider.events.t[0])
+    publish_poses(ros, poses_out, slider, t0 - 5_000_000, t0 + 700_000_000)
+    publish_events(ros, events_out, events_between(slider, t0, t0 + 600_000_000))
+    assert spin_until(ros.executor, lambda: len(clouds) >= 1 and len(images) >= 1 and len(confidences) >= 1,
+                      60.0)
+    cloud, image, confidence = clouds[0], images[0], confidences[0]
+    assert image.encoding == "32FC1" and (image.height, image.width) == (180, 240)
+    assert image.header.stamp == cloud.header.stamp == confidence.header.stamp
+    assert image.header.frame_id == "dvs" and cloud.header.frame_id == "world"
+    depth = depth_messages.decode_float_image(image)
+    known = np.isfinite(depth)
+    fields = depth_messages.decode_point_cloud(cloud)
+    # one point per known pixel (NaN = unknown: REP-118), its depth field = the image's value
+    assert known.sum() == cloud.width > 100
+    assert np.all(depth[known] > 0)
+    np.testing.assert_array_equal(np.sort(depth[known]), np.sort(fields["depth"]))
+    # back-projecting the depth image with the reference pose gives the cloud (world frame)
+    calibration = slider.calibration
+    stamp_ns = cloud.header.stamp.sec * 1_000_000_000 + cloud.header.stamp.nanosec
+    world_from_camera = Trajectory.from_poses(slider.poses).world_from_camera(stamp_ns)
+    rows, columns = np.nonzero(known)
+    z = depth[rows, columns].astype(np.float64)
+    camera = np.column_stack([(columns - calibration.cx) / calibration.fx * z,
+                              (rows - calibration.cy) / calibration.fy * z, z])
+    world = camera @ world_from_camera[:3, :3].T + world_from_camera[:3, 3]
+    xyz = np.column_stack([fields["x"], fields["y"], fields["z"]])
+    order_image = np.lexsort(world.T)
+    order_cloud = np.lexsort(xyz.T)
+    np.testing.assert_allclose(xyz[order_cloud], world[order_image], atol=1e-4)
+    # confidence: 32FC1, finite wherever there is a depth
+    assert confidence.encoding == "32FC1"
+    assert np.all(np.isfinite(depth_messages.decode_float_image(confidence)[known]))
+
+
+def test_bad_input_is_logged_once_counted_and_survived(ros, slider):
+    """Malformed messages, events without poses, a camera at rest, poses jumping back, poses
+    that stop: each logged once and counted; later good data still yields depth."""
+    node = ros.start("-p", "keyframe_events:=30000", "-p", "camera_info_timeout_s:=0.2",
+                     "-p", "pose_timeout_s:=0.5", "-p", "keyframe_flush_idle_s:=0.0")
+    clouds = ros.collect(PointCloud2, "/depth/points")
+    events_out = ros.publisher(EventArray, "/dvs/events")
+    poses_out = ros.publisher(PoseStamped, "/optitrack/davis")
+    raw_out = ros.node.create_publisher(EventArray, "/dvs/events", 10)
+    t0 = int(slider.events.t[0])
+
+    # 1. malformed event messages (truncated CDR), twice
+    good = bytes(transport.encode_event_array(events_between(slider, t0, t0 + 10_000_000), 180, 240, "dvs"))
+    for _ in range(2):
+        raw_out.publish(good[:37])
+    # 2. events without poses: held, reported
+    publish_events(ros, events_out, events_between(slider, t0, t0 + 300_000_000))
+    count = len(ros.reports)
+    assert spin_until(ros.executor, lambda: len(ros.reports) > count + 1 and "no poses" in ros.last_values()[1],
+                      10.0), node.log()
+    values, _ = ros.last_values()
+    assert int(values["malformed_messages"]) == 2
+    assert int(values["events_held_for_poses"]) > 0
+    # 3. a camera at rest: poses that cover those events but never move -> no depth, said so
+    publish_poses(ros, poses_out, slider, t0 - 5_000_000, t0 + 320_000_000,
+                  position_override=slider.poses.position[0])
+    assert spin_until(ros.executor, lambda: int(ros.last_values()[0]["keyframes_without_depth"]) >= 1, 30.0), \
+        node.log()
+    assert not clouds
+    # 4. poses jumping back in time: the trajectory restarts
+    poses_out.publish(pose_message(t0 - 3_000_000_000, slider.poses.position[0], slider.poses.orientation[0]))
+    # 5. good data: true poses and events, later in time -> depth
+    publish_poses(ros, poses_out, slider, t0 + 340_000_000, t0 + 900_000_000)
+    publish_events(ros, events_out, events_between(slider, t0 + 350_000_000, t0 + 850_000_000))
+    assert spin_until(ros.executor, lambda: len(clouds) >= 1, 60.0), node.log()
+    # 6. poses that stop while events go on
+    publish_events(ros, events_out, events_between(slider, t0 + 950_000_000, t0 + 1_150_000_000))
+    assert spin_until(ros.executor, lambda: "poses stopped" in ros.last_values()[1], 10.0), node.log()
+    values, _ = ros.last_values()
+    assert int(values["pose_restarts"]) == 1
+    assert int(values["keyframes_published"]) >= 1
+    assert node.alive()
+    log = node.log()
+    for text in ("event message ignored", "no poses on", "no parallax", "poses jumped back", "poses stopped"):
+        assert log.count(text) == 1, (text, log)
+    assert "Traceback" not in log
