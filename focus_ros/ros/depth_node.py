@@ -50,6 +50,8 @@ from focus_ros.ros.entry_point import run_node
 from focus_ros.ros.event_input import EventBatch, EventInput, descriptor
 
 POINTS_FRAMES = ("world", "camera")
+#: events handed to the keyframe selector at least this often (its baseline rule is checked then)
+STAGE_EVENTS = 100_000
 
 
 # ============================================================================ rclpy-free parts
@@ -232,6 +234,8 @@ class DepthNode(Node):
         self._gate = PoseGate(value("max_held_events"))
         self._estimator: DepthEstimator | None = None
         self._selector = self._new_selector()
+        self._staged: list[Events] = []    # events released by the gate, not yet given to the selector
+        self._staged_events = 0
         self._pending: deque[KeyframeJob] = deque()
         self._running = True
         self._last_pose_received_s: float | None = None
@@ -346,8 +350,7 @@ class DepthNode(Node):
                 self._input.warn_once("pose_jump_back", f"poses jumped back in time by "
                                       f"{(last - t_events) / 1e9:.3f} s: trajectory restarted")
                 self._trajectory = self._new_trajectory()
-                self._gate.clear()
-                self._selector = self._new_selector()
+                self._reset_keyframes()
             try:
                 self._trajectory.append(t_ns, position, orientation)
             except PoseError as error:
@@ -366,8 +369,7 @@ class DepthNode(Node):
         with self._lock:
             self._input_last_received_s = batch.received_s
             if batch.restart:
-                self._gate.clear()
-                self._selector = self._new_selector()
+                self._reset_keyframes()
             if self._gate.push(batch.events, batch.received_s):
                 self._input.warn_once("held_overflow", f"more than {self._gate.max_events} events waiting for "
                                       "poses: the oldest are dropped (max_held_events)")
@@ -380,12 +382,30 @@ class DepthNode(Node):
         first, last = self._trajectory.t_range_ns
         dropped_before = self._gate.counts["events_dropped_before_first_pose"]
         for events, received_s in self._gate.release(first, last):
+            self._staged.append(events)
+            self._staged_events += len(events)
             self._last_released_s = received_s
-            for keyframe_events in self._selector.push(events, self._trajectory):
-                self._queue(keyframe_events, received_s)
+        # the selector gets the events in chunks (it joins its buffer on every push): when they
+        # complete a keyframe, or every STAGE_EVENTS events for the baseline rule
+        if self._staged_events and (self._selector.buffered_events + self._staged_events >=
+                                    self._selector.every_events or self._staged_events >= STAGE_EVENTS):
+            self._push_staged()
         if self._gate.counts["events_dropped_before_first_pose"] > dropped_before:
             self._input.warn_once("before_first_pose", "events earlier than the first pose dropped "
                                   f"(first pose at {first / 1e9:.6f} s)")
+
+    def _push_staged(self) -> None:
+        """Hand the staged events to the keyframe selector, queue the keyframes they complete (lock held)."""
+        events = Events.concatenate(self._staged)
+        self._staged, self._staged_events = [], 0
+        for keyframe_events in self._selector.push(events, self._trajectory):
+            self._queue(keyframe_events, self._last_released_s)
+
+    def _reset_keyframes(self) -> None:
+        """Forget held, staged and selected events (a restart of the stream or of the poses; lock held)."""
+        self._gate.clear()
+        self._staged, self._staged_events = [], 0
+        self._selector = self._new_selector()
 
     def _queue(self, events: Events, received_s: float) -> None:
         poses = trajectory_segment(self._trajectory, int(events.t[0]), int(events.t[-1]))
@@ -403,10 +423,13 @@ class DepthNode(Node):
         make one more keyframe (the end of a bag, a camera that stopped)."""
         idle_s = self.get_parameter("keyframe_flush_idle_s").value
         with self._lock:
-            if idle_s <= 0 or self._last_released_s is None or self._selector.buffered_events == 0:
+            if idle_s <= 0 or self._last_released_s is None or \
+                    self._selector.buffered_events + self._staged_events == 0:
                 return
             if time.monotonic() - self._input_last_received_s < idle_s:
                 return
+            if self._staged_events:
+                self._push_staged()
             rest = self._selector.flush()
             if rest is not None:
                 self._queue(rest, self._last_released_s)
