@@ -192,7 +192,9 @@ class Trajectory:
             rotation = quaternion_to_matrix(orientation) @ self._body_from_camera[:3, :3]
             position = position + np.einsum("nij,j->ni", quaternion_to_matrix(orientation),
                                              self._body_from_camera[:3, 3])
-            orientation = np.array([matrix_to_quaternion(r) for r in rotation])
+            from scipy.spatial.transform import Rotation
+
+            orientation = Rotation.from_matrix(rotation).as_quat()
         needed = self._count + len(t)
         if needed > len(self._t):
             capacity = max(needed, 2 * len(self._t))

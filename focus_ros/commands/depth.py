@@ -58,9 +58,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--threshold-block", type=int, default=_DEFAULTS.threshold_block_px,
                         help="adaptive threshold window, odd px (default 5)")
     parser.add_argument("--threshold-offset", type=float, default=_DEFAULTS.threshold_offset,
-                        help="kept above the local mean by this fraction of the confidence range (default 0.02)")
-    parser.add_argument("--min-confidence", type=float, default=_DEFAULTS.min_confidence,
-                        help="lowest normalized confidence kept, 0-1 (default 0.05)")
+                        help="kept when the confidence rank (0-1) exceeds the local mean rank by this (default 0)")
+    parser.add_argument("--min-confidence-rank", type=float, default=_DEFAULTS.min_confidence_rank,
+                        help="lowest confidence rank kept among the observed pixels, 0-1 "
+                             f"(default {_DEFAULTS.min_confidence_rank}: at most the top 20 %%)")
     parser.add_argument("--median", type=int, default=_DEFAULTS.median_filter_px,
                         help="median filter side on the depth map, odd px, 1 = none (default 5)")
     parser.add_argument("--keyframe-events", type=int, default=1_000_000,
@@ -130,7 +131,8 @@ def run(args) -> int:
         settings = DepthSettings(loss=loss, use_polarity=args.polarity, method=method, planes=args.planes,
                                  z_min_m=args.z_min, z_max_m=args.z_max, patch_size_px=args.patch_size,
                                  patch_sigma_px=args.patch_sigma, threshold_block_px=args.threshold_block,
-                                 threshold_offset=args.threshold_offset, min_confidence=args.min_confidence,
+                                 threshold_offset=args.threshold_offset,
+                                 min_confidence_rank=args.min_confidence_rank,
                                  median_filter_px=args.median)
         selector = KeyframeSelector(args.keyframe_events, args.keyframe_baseline, min_events=settings.min_events)
     except ValueError as error:
@@ -180,7 +182,7 @@ def run(args) -> int:
             handle.flush()
             if keyframe.warning:
                 warnings += 1
-                progress.write(f"focus-ros depth: warning: keyframe {written}: {keyframe.warning}")
+                progress.write(f"focus-ros depth: warning: keyframe {written}: {keyframe.warning}", file=sys.stderr)
             written += 1
             total_points += keyframe.point_count
             progress.set_postfix(keyframes=written, points=total_points)

@@ -25,8 +25,13 @@ first, middle and last events (0.02 px for 1024 events at 1 Mev/s, 0.25 m/s, z_m
 1 rad/s at f = 200 px).
 
 Memory: ``width · height · planes · 4`` bytes (float32): 240×180×100 = 17 MB,
-346×260×100 = 36 MB, 640×480×100 = 123 MB. Layout (height, width, planes): the votes of
-one event into consecutive planes land next to each other in memory. ``max_bytes``
+346×260×100 = 36 MB, 640×480×100 = 123 MB. Stored plane by plane,
+:attr:`DisparitySpaceImage.slices` (planes, height, width); :attr:`DisparitySpaceImage.votes`
+is the same memory seen as (height, width, planes), ``votes[y, x]`` being a pixel's ray. Events are processed in blocks of :data:`VOTE_BLOCK_EVENTS`: their rays
+first, then their votes plane by plane, so that the slice being written stays in cache
+(with large parallax an event's votes in consecutive planes are pixels apart: voting
+event by event into all planes ran 7x slower at slider_depth's parallax). The rays take
+28 bytes per event while a batch of events is added. ``max_bytes``
 (default 512 MB) bounds it; larger requests raise ValueError saying what they would cost.
 """
 
@@ -59,15 +64,22 @@ def plane_depths_m(z_min_m: float, z_max_m: float, planes: int) -> np.ndarray:
     return 1.0 / inverse
 
 
+#: events voted plane by plane together: per plane their ray arrays (28 bytes per event) are
+#: read in order while the votes go to one slice (172 kB at 240x180, in cache). Measured on
+#: 0.67 M slider events x 100 planes (CPU s): blocks of 4096 1.07, 16384 0.55, 65536 0.44,
+#: 1 M 0.39 -- each block re-reads every slice, so the larger the better.
+VOTE_BLOCK_EVENTS = 1 << 20
+
+
 @njit(cache=True, nogil=True, fastmath=True)
-def _vote(bearing_x, bearing_y, weights, use_weights, batch_starts, rotations, translations,
-          inverse_depths, fx, fy, cx, cy, votes):
-    """Bilinear votes of every event into every plane. rotations/translations: per batch,
-    reference_from_camera. Returns the number of votes cast (inside the image)."""
-    height, width, planes = votes.shape
+def _rays(bearing_x, bearing_y, batch_starts, rotations, translations, inverse_depths, fx, fy, cx, cy,
+          width, height, x0, y0, dx, dy, first_plane, end_plane):
+    """Per event: its pixel on plane 0 (x0, y0) and step per plane (dx, dy) in the reference
+    view, and the planes [first_plane, end_plane) where it lies in front of the event's
+    camera and within one pixel of the image."""
+    planes = len(inverse_depths)
     rho0 = inverse_depths[0]
     drho = (inverse_depths[planes - 1] - rho0) / (planes - 1)
-    cast = 0
     for b in range(len(batch_starts) - 1):
         r = rotations[b]
         tx, ty, tz = translations[b, 0], translations[b, 1], translations[b, 2]
@@ -77,47 +89,99 @@ def _vote(bearing_x, bearing_y, weights, use_weights, batch_starts, rotations, t
             fxr = r[0, 0] * u + r[0, 1] * v + r[0, 2]
             fyr = r[1, 0] * u + r[1, 1] * v + r[1, 2]
             fzr = r[2, 0] * u + r[2, 1] * v + r[2, 2]
-            if abs(fzr) < 1e-9:
+            first_plane[k] = 0
+            end_plane[k] = 0
+            if abs(fzr) < 1e-12:
                 continue
             a = fxr / fzr
             c = fyr / fzr
             # pixel at plane i: x0 + i * dx (linear in inverse depth)
-            x0 = fx * (a + (tx - a * tz) * rho0) + cx
-            y0 = fy * (c + (ty - c * tz) * rho0) + cy
-            dx = fx * (tx - a * tz) * drho
-            dy = fy * (ty - c * tz) * drho
+            px0 = fx * (a + (tx - a * tz) * rho0) + cx
+            py0 = fy * (c + (ty - c * tz) * rho0) + cy
+            pdx = fx * (tx - a * tz) * drho
+            pdy = fy * (ty - c * tz) * drho
+            x0[k] = px0
+            y0[k] = py0
+            dx[k] = pdx
+            dy[k] = pdy
+            low = 0.0
+            high = planes - 1.0
+            # in front of the event's camera: ray parameter (1 - tz rho) / (rho fzr) > 0, linear in i
+            g0 = (1.0 - tz * rho0) * fzr
+            dg = -tz * drho * fzr
+            if dg == 0.0:
+                if g0 <= 0.0:
+                    continue
+            elif dg > 0.0:
+                low = max(low, -g0 / dg)
+            else:
+                high = min(high, -g0 / dg)
+            # within (-1, size) in x and y: some bilinear tap inside the image
+            for start, step, size in ((px0, pdx, width), (py0, pdy, height)):
+                if step == 0.0:
+                    if start <= -1.0 or start >= size:
+                        high = -1.0
+                elif step > 0.0:
+                    low = max(low, (-1.0 - start) / step)
+                    high = min(high, (size - start) / step)
+                else:
+                    low = max(low, (size - start) / step)
+                    high = min(high, (-1.0 - start) / step)
+            if high < low:
+                continue
+            first_plane[k] = max(0, int(math.floor(low)))
+            end_plane[k] = min(planes, int(math.floor(high)) + 2)
+
+
+@njit(cache=True, nogil=True, fastmath=True)
+def _vote_block(x0, y0, dx, dy, first_plane, end_plane, weights, use_weights, votes):
+    """Bilinear votes of a block of events, plane by plane (votes: planes, height, width).
+    Returns the number of votes cast (some tap inside the image)."""
+    planes, height, width = votes.shape
+    xmax = width - 1.0
+    ymax = height - 1.0
+    cast = 0
+    for i in range(planes):
+        plane = votes[i]
+        for k in range(len(x0)):
+            if i < first_plane[k] or i >= end_plane[k]:
+                continue
             w = weights[k] if use_weights else 1.0
-            for i in range(planes):
-                rho = rho0 + i * drho
-                # the ray parameter (Z - tz) / fzr must be positive: (1 - tz rho) / fzr > 0
-                if (1.0 - tz * rho) * fzr <= 0.0:
-                    continue
-                px = x0 + i * dx
-                py = y0 + i * dy
-                if px < -1.0 or py < -1.0 or px >= width or py >= height:
-                    continue
-                ix = int(math.floor(px))
-                iy = int(math.floor(py))
+            px = x0[k] + i * dx[k]
+            py = y0[k] + i * dy[k]
+            if px >= 0.0 and py >= 0.0 and px < xmax and py < ymax:
+                ix = int(px)
+                iy = int(py)
                 ax = px - ix
                 ay = py - iy
-                w00 = (1.0 - ax) * (1.0 - ay) * w
-                w10 = ax * (1.0 - ay) * w
-                w01 = (1.0 - ax) * ay * w
-                w11 = ax * ay * w
-                if ix >= 0 and iy >= 0:
-                    votes[iy, ix, i] += w00
-                if ix + 1 < width and iy >= 0:
-                    votes[iy, ix + 1, i] += w10
-                if ix >= 0 and iy + 1 < height:
-                    votes[iy + 1, ix, i] += w01
-                if ix + 1 < width and iy + 1 < height:
-                    votes[iy + 1, ix + 1, i] += w11
+                low_row = (1.0 - ay) * w
+                high_row = ay * w
+                plane[iy, ix] += (1.0 - ax) * low_row
+                plane[iy, ix + 1] += ax * low_row
+                plane[iy + 1, ix] += (1.0 - ax) * high_row
+                plane[iy + 1, ix + 1] += ax * high_row
                 cast += 1
+                continue
+            if px <= -1.0 or py <= -1.0 or px >= width or py >= height:
+                continue
+            ix = int(math.floor(px))
+            iy = int(math.floor(py))
+            ax = px - ix
+            ay = py - iy
+            if ix >= 0 and iy >= 0:
+                plane[iy, ix] += (1.0 - ax) * (1.0 - ay) * w
+            if ix + 1 < width and iy >= 0:
+                plane[iy, ix + 1] += ax * (1.0 - ay) * w
+            if ix >= 0 and iy + 1 < height:
+                plane[iy + 1, ix] += (1.0 - ax) * ay * w
+            if ix + 1 < width and iy + 1 < height:
+                plane[iy + 1, ix + 1] += ax * ay * w
+            cast += 1
     return cast
 
 
 class DisparitySpaceImage:
-    """Votes (height, width, planes) float32 of events back-projected into the depth planes
+    """Votes of events back-projected into the depth planes
     of one reference view; reusable from keyframe to keyframe (:meth:`reset`).
 
     calibration: the camera (events are undistorted through its bearing look-up table;
@@ -142,7 +206,10 @@ class DisparitySpaceImage:
         self.depths_m = depths_m
         self.inverse_depths = 1.0 / depths_m
         self.events_per_pose = int(events_per_pose)
-        self.votes = np.zeros((calibration.height, calibration.width, len(depths_m)), np.float32)
+        #: the votes slice by slice, (planes, height, width) float32, C-contiguous
+        self.slices = np.zeros((len(depths_m), calibration.height, calibration.width), np.float32)
+        #: the same votes as (height, width, planes): votes[y, x] is the ray of pixel (x, y)
+        self.votes = np.moveaxis(self.slices, 0, -1)
         self._bearings = calibration.bearing_lut()
         self.reset()
 
@@ -152,11 +219,11 @@ class DisparitySpaceImage:
 
     @property
     def nbytes(self) -> int:
-        return self.votes.nbytes
+        return self.slices.nbytes
 
     def reset(self, t_ref_ns: int | None = None, world_from_reference: np.ndarray | None = None) -> None:
         """Zero the votes and set the reference view (time ns, 4×4 world_from_camera, m)."""
-        self.votes.fill(0.0)
+        self.slices.fill(0.0)
         self.t_ref_ns = t_ref_ns
         self.world_from_reference = None if world_from_reference is None else np.asarray(world_from_reference, float)
         self.event_count = 0
@@ -166,8 +233,12 @@ class DisparitySpaceImage:
         self.polarity = None
 
     def slice(self, plane: int) -> np.ndarray:
-        """The image of warped events of plane ``plane`` (height, width) float32 (a copy)."""
-        return np.ascontiguousarray(self.votes[:, :, plane])
+        """The image of warped events of plane ``plane`` (height, width) float32 (a view)."""
+        return self.slices[plane]
+
+    def ray(self, x: int, y: int) -> np.ndarray:
+        """The votes of pixel (x, y) of the reference view in every plane (planes,) float32."""
+        return self.slices[:, y, x]
 
     def add_events(self, events: Events, trajectory, use_polarity: bool = False) -> int:
         """Back-project ``events`` with camera poses from ``trajectory`` (a
@@ -210,9 +281,20 @@ class DisparitySpaceImage:
         bearing_y = np.ascontiguousarray(self._bearings[y, x, 1])
         weights = events.p.astype(np.float32) if use_polarity else np.empty(0, np.float32)
         batch_starts = np.append(starts, count).astype(np.int64)
-        cast = _vote(bearing_x, bearing_y, weights, use_polarity, batch_starts,
-                     np.ascontiguousarray(r_rc), np.ascontiguousarray(t_rc), self.inverse_depths,
-                     calibration.fx, calibration.fy, calibration.cx, calibration.cy, self.votes)
+        x0 = np.empty(count, np.float32)
+        y0 = np.empty(count, np.float32)
+        dx = np.empty(count, np.float32)
+        dy = np.empty(count, np.float32)
+        first_plane = np.empty(count, np.int32)
+        end_plane = np.empty(count, np.int32)
+        _rays(bearing_x, bearing_y, batch_starts, np.ascontiguousarray(r_rc), np.ascontiguousarray(t_rc),
+              self.inverse_depths, calibration.fx, calibration.fy, calibration.cx, calibration.cy,
+              calibration.width, calibration.height, x0, y0, dx, dy, first_plane, end_plane)
+        cast = 0
+        for block in range(0, count, VOTE_BLOCK_EVENTS):
+            part = slice(block, block + VOTE_BLOCK_EVENTS)
+            cast += _vote_block(x0[part], y0[part], dx[part], dy[part], first_plane[part], end_plane[part],
+                                weights[part] if use_polarity else weights, use_polarity, self.slices)
         self.event_count += count
         self.vote_count += int(cast)
         return int(cast)

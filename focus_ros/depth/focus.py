@@ -16,7 +16,8 @@ once, by two routes that the tests check against the reference:
   gradient / Laplacian / Hessian magnitudes, DoG, LoG): on a fixed k×k patch the loss is
   a quadratic form ``q^T A q`` of the weighted patch q. A is read off the registry
   function itself by polarization on basis patches, checked on random patches, and
-  evaluated for every voxel by a Numba kernel (no formula is written twice);
+  evaluated for every voxel as Σ_m λ_m (v_m ⋆ slice)² from its eigen-decomposition
+  (one zero-padded correlation per eigenvector and slice; no formula is written twice);
 - *other patch losses* (MAD, MAV, the four areas, local MAD / MAV, variance of the
   Laplacian / gradient / squared gradient): the registry's own building blocks (its
   smooth |·|, its area primitives, its zero-padded filters turned into k×k matrices)
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import math
 
+import cv2
 import numpy as np
 from numba import njit
 
@@ -113,33 +115,6 @@ def check_patch_loss(loss_name: str, use_polarity: bool) -> None:
 
 
 # ------------------------------------------------------------------------------ kernels
-
-
-@njit(cache=True, nogil=True, fastmath=True)
-def _quadratic_values(votes, offset_y, offset_x, vectors, eigenvalues, out):
-    """out[y, x, i] = Σ_m λ_m (Σ_j V[j, m] votes[y + dy_j, x + dx_j, i])² (zero padding)."""
-    height, width, planes = votes.shape
-    taps, rank = vectors.shape
-    projection = np.empty(planes)
-    total = np.empty(planes)
-    for y in range(height):
-        for x in range(width):
-            total[:] = 0.0
-            for m in range(rank):
-                projection[:] = 0.0
-                for j in range(taps):
-                    yy = y + offset_y[j]
-                    xx = x + offset_x[j]
-                    coefficient = vectors[j, m]
-                    if yy < 0 or yy >= height or xx < 0 or xx >= width or coefficient == 0.0:
-                        continue
-                    for i in range(planes):
-                        projection[i] += coefficient * votes[yy, xx, i]
-                eigenvalue = eigenvalues[m]
-                for i in range(planes):
-                    total[i] += eigenvalue * projection[i] * projection[i]
-            for i in range(planes):
-                out[y, x, i] = total[i]
 
 
 @njit(cache=True, nogil=True)
@@ -231,26 +206,35 @@ class PatchFocus:
 
     # ---------------------------------------------------------------- evaluation
 
-    def values(self, votes: np.ndarray, rows_per_block: int = 8) -> np.ndarray:
+    def values(self, votes: np.ndarray) -> np.ndarray:
         """Focus values (height, width, planes) float32 — the registry value, not signed —
-        of every voxel of ``votes`` (height, width, planes), see the module docstring."""
-        votes = np.ascontiguousarray(votes, dtype=np.float32)
-        height, width, planes = votes.shape
-        out = np.empty((height, width, planes), np.float32)
+        of every voxel of ``votes`` (height, width, planes), see the module docstring.
+        (Computed slice by slice: a C-contiguous (planes, height, width) array, e.g.
+        ``DisparitySpaceImage.slices``, is best passed as ``np.moveaxis(slices, 0, -1)``,
+        which is what ``DisparitySpaceImage.votes`` is; the result is such a view.)"""
+        slices = np.moveaxis(np.asarray(votes), -1, 0)
+        planes, height, width = slices.shape
+        out = np.empty((planes, height, width), np.float32)
+        size, radius = self.size_px, self.size_px // 2
         if self.loss.name in QUADRATIC_LOSSES:
-            _quadratic_values(votes, self.offset_y, self.offset_x, self._vectors, self._eigenvalues, out)
-            return out
-        radius = self.size_px // 2
-        padded = np.zeros((height + 2 * radius, width + 2 * radius, planes), np.float32)
-        padded[radius:radius + height, radius:radius + width] = votes
-        for top in range(0, height, rows_per_block):
-            bottom = min(height, top + rows_per_block)
-            patches = np.stack([padded[top + radius + dy:bottom + radius + dy, radius + dx:radius + dx + width]
-                                for dy, dx in zip(self.offset_y, self.offset_x)], axis=-1).astype(np.float64)
+            # Σ_m λ_m (v_m ⋆ slice)²: one zero-padded correlation per eigenvector
+            kernels = [self._vectors[:, m].reshape(size, size) for m in range(len(self._eigenvalues))]
+            for plane in range(planes):
+                image = slices[plane].astype(np.float64)
+                total = np.zeros((height, width))
+                for eigenvalue, kernel in zip(self._eigenvalues, kernels):
+                    projection = cv2.filter2D(image, cv2.CV_64F, kernel, borderType=cv2.BORDER_CONSTANT)
+                    total += eigenvalue * projection * projection
+                out[plane] = total
+            return np.moveaxis(out, 0, -1)
+        padded = np.zeros((height + 2 * radius, width + 2 * radius))
+        for plane in range(planes):
+            padded[radius:radius + height, radius:radius + width] = slices[plane]
+            patches = np.stack([padded[radius + dy:radius + dy + height, radius + dx:radius + dx + width]
+                                for dy, dx in zip(self.offset_y, self.offset_x)], axis=-1)
             patches *= self._flat_weights
-            shape = patches.shape[:-1]
-            out[top:bottom] = self._elementwise(patches.reshape(-1, len(self._flat_weights))).reshape(shape)
-        return out
+            out[plane] = self._elementwise(patches.reshape(-1, len(self._flat_weights))).reshape(height, width)
+        return np.moveaxis(out, 0, -1)
 
     def scores(self, votes: np.ndarray) -> np.ndarray:
         """``sign · values``: higher is sharper (float32, height × width × planes)."""
@@ -307,6 +291,7 @@ def _peaks(scores, inverse_depths, refine, depth_out, confidence_out, index_out)
     height, width, planes = scores.shape
     rho0 = inverse_depths[0]
     drho = (inverse_depths[planes - 1] - rho0) / (planes - 1)
+    curve = np.empty(planes, np.float64)
     for y in range(height):
         for x in range(width):
             best = 0
@@ -324,18 +309,25 @@ def _peaks(scores, inverse_depths, refine, depth_out, confidence_out, index_out)
                     shift = 0.5 * (left - right) / curvature
                     position += min(0.5, max(-0.5, shift))
             depth_out[y, x] = 1.0 / (rho0 + position * drho)
-            confidence_out[y, x] = best_score
+            for i in range(planes):
+                curve[i] = scores[y, x, i]
+            confidence_out[y, x] = best_score - np.median(curve)
             index_out[y, x] = position
 
 
 def focus_peaks(scores: np.ndarray, inverse_depths: np.ndarray, refine: bool = True):
-    """(depth (H, W) float32 m, confidence (H, W) float32 = score at the peak, plane position
-    (H, W) float32, fractional) of the highest score along every pixel's ray. ``refine``:
-    a parabola through the peak and its two neighbours (in plane index, i.e. inverse depth)."""
+    """For scores (H, W, planes): (depth (H, W) float32 m, confidence (H, W) float32, plane position (H, W) float32,
+    fractional) of the highest score along every pixel's ray. ``refine``: a parabola through
+    the peak and its two neighbours (in plane index, i.e. inverse depth).
+
+    Confidence is the peak's contrast, the score at the peak minus the median score along
+    the ray (score units). The paper takes the focus value at the peak; for the losses to
+    maximise the two differ by the curve's floor, but for those to minimise (the areas) the
+    value at the peak is highest on empty patches, so the contrast is used for all."""
     height, width, _ = scores.shape
     depth = np.empty((height, width), np.float32)
     confidence = np.empty((height, width), np.float32)
     index = np.empty((height, width), np.float32)
-    _peaks(np.ascontiguousarray(scores), np.asarray(inverse_depths, np.float64), bool(refine),
-           depth, confidence, index)
+    rays = np.ascontiguousarray(scores, dtype=np.float32)  # one ray per (y, x), planes contiguous
+    _peaks(rays, np.asarray(inverse_depths, np.float64), bool(refine), depth, confidence, index)
     return depth, confidence, index

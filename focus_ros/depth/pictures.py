@@ -17,6 +17,8 @@ from focus_ros.visualization import iwe_to_rgb
 def depth_colors(depth_m: np.ndarray, z_min_m: float, z_max_m: float) -> np.ndarray:
     """RGB uint8 (..., 3) for depths (m): red at z_min_m, blue at z_max_m (linear in 1/Z)."""
     depth = np.asarray(depth_m, dtype=np.float64)
+    if depth.size == 0:
+        return np.empty(depth.shape + (3,), np.uint8)
     level = (1.0 / np.clip(depth, z_min_m, z_max_m) - 1.0 / z_max_m) / (1.0 / z_min_m - 1.0 / z_max_m)
     grey = np.round(np.nan_to_num(level) * 255.0).astype(np.uint8).reshape(-1, 1)
     bgr = cv2.applyColorMap(grey, cv2.COLORMAP_JET).reshape(depth.shape + (3,))
@@ -24,8 +26,8 @@ def depth_colors(depth_m: np.ndarray, z_min_m: float, z_max_m: float) -> np.ndar
 
 
 def event_image(votes: np.ndarray) -> np.ndarray:
-    """A sharp grey image of the reference view from a DSI (height, width, planes): the
-    largest |vote| along every ray (the in-focus slice of every pixel)."""
+    """A sharp grey image of the reference view from DSI votes (height, width, planes):
+    the largest |vote| along every ray (the in-focus slice of every pixel)."""
     return np.abs(votes).max(axis=2)
 
 

@@ -131,7 +131,8 @@ def read_ply(path) -> dict:
                 fields.append((words[2], _TYPES[words[1]]))
         dtype = np.dtype(fields)
         if fmt == "binary_little_endian":
-            data = np.frombuffer(stream.read(count * dtype.itemsize), dtype=dtype)
+            raw = stream.read(count * dtype.itemsize)
+            data = np.frombuffer(raw[:len(raw) - len(raw) % dtype.itemsize], dtype=dtype)
             if len(data) != count:
                 raise ValueError(f"{path}: PLY holds {len(data)} of its {count} vertices")
         elif fmt == "ascii":

@@ -1,9 +1,10 @@
 """From a dense depth guess and its confidence map to a semi-dense depth map and 3-D points.
 
 - :func:`adaptive_threshold_mask`: the paper's adaptive thresholding (Gonzalez & Woods,
-  p. 780) of the confidence map, as EMVS: a pixel is kept where its confidence exceeds
-  the Gaussian-weighted mean of its ``block_px``×``block_px`` neighbourhood by
-  ``offset`` (confidences first normalized to [0, 1] over the observed pixels);
+  p. 780) of the confidence map: a pixel is kept where its confidence exceeds the
+  Gaussian-weighted mean of its ``block_px``×``block_px`` neighbourhood, and ranks in
+  the top share of the observed pixels (confidences compared by rank, so that the same
+  settings give the same density whatever the loss);
 - :func:`median_filter_depth`: a median over the kept neighbours (removes spikes);
 - :func:`back_project`: kept pixels of the undistorted reference grid → world points.
 """
@@ -17,33 +18,33 @@ from numba import njit
 from focus_ros.camera import Calibration
 
 
-def normalized_confidence(confidence: np.ndarray, observed: np.ndarray, upper_percentile: float = 99.0) -> np.ndarray:
-    """Confidence mapped to [0, 1] (float32): 0 at the lowest observed value, 1 at the
-    ``upper_percentile`` of the observed values (clipped above); 0 where unobserved."""
-    confidence = np.asarray(confidence, dtype=np.float64)
+def confidence_rank(confidence: np.ndarray, observed: np.ndarray) -> np.ndarray:
+    """The rank of every observed pixel's confidence among the observed pixels, in (0, 1]
+    (float32; 1 = the most confident, ties in pixel order), 0 where unobserved. Ranks do
+    not depend on the loss's units or power (a variance is a squared count, a vote count
+    is not), so one threshold means the same density for every loss."""
     result = np.zeros(confidence.shape, np.float32)
-    values = confidence[observed]
+    values = np.asarray(confidence)[observed]
     if values.size == 0:
         return result
-    low = float(values.min())
-    high = float(np.percentile(values, upper_percentile))
-    if not high > low:
-        return result
-    result[observed] = np.clip((values - low) / (high - low), 0.0, 1.0)
+    ranks = np.empty(values.size, np.float64)
+    ranks[np.argsort(values, kind="stable")] = np.arange(1, values.size + 1)
+    result[observed] = ranks / values.size
     return result
 
 
 def adaptive_threshold_mask(confidence: np.ndarray, observed: np.ndarray, block_px: int = 5,
-                            offset: float = 0.02, minimum: float = 0.05) -> np.ndarray:
-    """Pixels whose normalized confidence c (see :func:`normalized_confidence`) is above
-    the Gaussian-weighted mean of its block_px × block_px neighbourhood plus ``offset``
-    (fraction of the confidence range; EMVS's C = 5 of 255 grey levels ≈ 0.02) and at least
-    ``minimum``; only observed pixels. block_px: odd ≥ 3 (OpenCV's Gaussian σ for it)."""
+                            offset: float = 0.0, min_rank: float = 0.8) -> np.ndarray:
+    """Pixels whose confidence rank r (see :func:`confidence_rank`) exceeds the
+    Gaussian-weighted mean rank of its block_px × block_px neighbourhood plus ``offset``
+    (the adaptive threshold, Gonzalez & Woods p. 780; OpenCV's Gaussian σ for the block)
+    and is at least ``min_rank`` (0.8: at most the top 20 % of the observed pixels);
+    only observed pixels. block_px: odd ≥ 3."""
     if block_px < 3 or block_px % 2 == 0:
         raise ValueError(f"threshold block must be an odd number of px >= 3, got {block_px}")
-    normalized = normalized_confidence(confidence, observed)
-    local_mean = cv2.GaussianBlur(normalized, (block_px, block_px), 0, borderType=cv2.BORDER_REPLICATE)
-    return observed & (normalized > local_mean + offset) & (normalized >= minimum)
+    rank = confidence_rank(confidence, observed)
+    local_mean = cv2.GaussianBlur(rank, (block_px, block_px), 0, borderType=cv2.BORDER_REPLICATE)
+    return observed & (rank > local_mean + offset) & (rank >= min_rank)
 
 
 @njit(cache=True, nogil=True)

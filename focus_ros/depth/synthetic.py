@@ -4,7 +4,9 @@ A fronto-parallel textured plane: ``points`` random 3-D points on the plane Z = 
 of the world frame (the camera frame at t = 0), seen by a camera that translates along
 its x axis at ``speed_m_s`` (optionally rotating about its y axis). Each event is one of
 the points projected (with the calibration's distortion) at a random time and rounded to
-the nearest pixel, as a real sensor would; polarity random. Nothing here models
+the nearest pixel, as a real sensor would; ``event_count`` events in view (the points
+are drawn at random times until there are that many); each point has one polarity (an
+edge moving one way keeps its contrast sign). Nothing here models
 intensity: the point is known depth, for checking the geometry of the DSI and the depth
 read from it.
 """
@@ -66,14 +68,19 @@ def plane_events(calibration: Calibration, depth_m: float = 1.0, event_count: in
     points_world = np.stack([generator.uniform(low_x, high_x, points),
                              generator.uniform(-half_height, half_height, points),
                              np.full(points, float(depth_m))], axis=1)
-    t_ns = np.sort(generator.integers(0, int(duration_s * NANOSECONDS_PER_SECOND) + 1, event_count))
-    which = generator.integers(0, points, event_count)
+    # draw more than needed, keep event_count of those in view (fewer if too few are)
+    drawn = int(event_count * 1.8) + 100
+    t_ns = np.sort(generator.integers(0, int(duration_s * NANOSECONDS_PER_SECOND) + 1, drawn))
+    which = generator.integers(0, points, drawn)
     rotations, positions = trajectory.interpolate(t_ns)
     camera = np.einsum("nji,nj->ni", rotations, points_world[which] - positions)  # R^T (X - p)
     pixels = calibration.project(camera)
     x = np.round(pixels[:, 0])
     y = np.round(pixels[:, 1])
-    inside = (camera[:, 2] > 0) & (x >= 0) & (y >= 0) & (x < calibration.width) & (y < calibration.height)
-    polarity = generator.integers(0, 2, event_count)
-    events = Events.from_arrays(x[inside], y[inside], t_ns[inside], polarity[inside])
+    inside = np.flatnonzero((camera[:, 2] > 0) & (x >= 0) & (y >= 0) & (x < calibration.width)
+                            & (y < calibration.height))
+    if len(inside) > event_count:
+        inside = np.sort(generator.choice(inside, event_count, replace=False))
+    point_polarity = generator.integers(0, 2, points)  # an edge keeps its polarity while it moves
+    events = Events.from_arrays(x[inside], y[inside], t_ns[inside], point_polarity[which[inside]])
     return SyntheticPlane(events, trajectory, points_world, float(depth_m))

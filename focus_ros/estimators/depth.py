@@ -58,9 +58,10 @@ class DepthSettings:
     patch_sigma_px: σ of its Gaussian weights, px (default 1.0; centre weight 1).
     refine_peak: parabola through the peak and its neighbours (sub-plane depth).
     threshold_block_px: side of the adaptive threshold's Gaussian window, odd px (EMVS 5).
-    threshold_offset: a pixel is kept when its normalized confidence exceeds the local mean
-        by this fraction of the confidence range (default 0.02, EMVS's C = 5 of 255).
-    min_confidence: and is at least this normalized confidence (0–1, default 0.05).
+    threshold_offset: a pixel is kept when the rank of its confidence among the observed
+        pixels (0–1) exceeds the Gaussian mean rank of its neighbourhood by this (default 0);
+    min_confidence_rank: and is at least this rank (default 0.8: at most the 20 % most
+        confident observed pixels; the same density for every loss).
     median_filter_px: side of the median filter on the kept depths, odd px (EMVS 5–15;
         default 5; 1 = none).
     events_per_pose: events sharing one interpolated pose in the DSI (EMVS: 1024).
@@ -81,8 +82,8 @@ class DepthSettings:
     patch_sigma_px: float = 1.0
     refine_peak: bool = True
     threshold_block_px: int = 5
-    threshold_offset: float = 0.02
-    min_confidence: float = 0.05
+    threshold_offset: float = 0.0
+    min_confidence_rank: float = 0.8
     median_filter_px: int = 5
     events_per_pose: int = DEFAULT_EVENTS_PER_POSE
     min_parallax_px: float = 1.0
@@ -103,10 +104,12 @@ class DepthSettings:
                 raise ValueError(f"{name} must be an odd number of px, got {value!r}")
         if self.threshold_block_px < 3:
             raise ValueError(f"threshold_block_px must be >= 3, got {self.threshold_block_px}")
-        for name in ("threshold_offset", "min_confidence", "min_parallax_px"):
+        for name in ("threshold_offset", "min_parallax_px"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        if not 0.0 <= self.min_confidence_rank <= 1.0:
+            raise ValueError(f"min_confidence_rank must be within 0-1, got {self.min_confidence_rank!r}")
         if self.events_per_pose < 1 or self.min_events < 1:
             raise ValueError("events_per_pose and min_events must be >= 1")
 
@@ -118,8 +121,8 @@ class DepthKeyframe:
     t_ref_ns: reference time (ns); world_from_camera: 4×4 pose of the reference view (m);
     depth_m: (H, W) float32, metres along the optical axis on the undistorted (pinhole K)
     grid of the reference view, NaN = unknown (REP-118); confidence: (H, W) float32, the
-    focus score at the depth peak (loss units, sign so that higher is sharper; NaN where no
-    event voted); mask: (H, W) bool, the pixels of the semi-dense map; points_world: (M, 3)
+    contrast of the focus curve at its peak (score at the peak minus the curve's median,
+    loss units; NaN where no event voted; see focus_ros.depth.focus.focus_peaks); mask: (H, W) bool, the pixels of the semi-dense map; points_world: (M, 3)
     float32 m; point_confidence: (M,) float32; pixels: (M, 2) int32 (x, y) of the points;
     event_count: events in the keyframe; vote_count: bilinear votes cast inside the image;
     parallax_px: f · largest camera displacement from the reference · (1/z_min − 1/z_max);
@@ -218,9 +221,11 @@ class DepthEstimator:
         depth, confidence, _ = focus_peaks(scores, dsi.inverse_depths, settings.refine_peak)
         timing["peaks"] = time.perf_counter() - mark
         mark = time.perf_counter()
-        observed = np.any(dsi.votes != 0.0, axis=2)
-        mask = adaptive_threshold_mask(confidence, observed, settings.threshold_block_px,
-                                       settings.threshold_offset, settings.min_confidence)
+        observed = np.any(dsi.slices != 0.0, axis=0)
+        # a flat focus curve (no contrast, e.g. a constant patch) has no depth
+        peaked = observed & (confidence > 0.0)
+        mask = adaptive_threshold_mask(confidence, peaked, settings.threshold_block_px,
+                                       settings.threshold_offset, settings.min_confidence_rank)
         filtered = median_filter_depth(depth, mask, settings.median_filter_px)
         points, pixels = back_project(filtered, self.calibration, dsi.world_from_reference)
         confidence = np.where(observed, confidence, np.float32(np.nan)).astype(np.float32)
@@ -279,53 +284,84 @@ class KeyframeSelector:
         self.min_events = int(min_events)
         self.baseline_check_events = int(baseline_check_events)
         self._chunks: list[Events] = []
+        self._chunk_starts: list[int] = []
         self._buffered = 0
+        self._reset_baseline()
+
+    def _reset_baseline(self) -> None:
+        self._next_sample = 0          # next event index (in the keyframe) to check for baseline
+        self._start_position = None    # camera position at the keyframe's first event (m)
+        self._start_uncovered = False  # no pose at the first event: only the event rule applies
 
     @property
     def buffered_events(self) -> int:
         return self._buffered
 
     def push(self, events: Events, trajectory: Trajectory | None = None) -> list[Events]:
-        """Buffer ``events`` (time order); return the keyframes they complete."""
+        """Buffer ``events`` (time order); return the keyframes they complete. Each push
+        costs the new events' baseline samples, not the whole buffer (fine for 1-ms messages)."""
         if self.every_baseline_m is not None and trajectory is None:
             raise ValueError("the baseline keyframe rule needs the trajectory")
         completed = []
         if len(events):
+            self._chunk_starts.append(self._buffered)
             self._chunks.append(events)
             self._buffered += len(events)
         while self._buffered:
-            buffered = Events.concatenate(self._chunks) if len(self._chunks) > 1 else self._chunks[0]
-            self._chunks = [buffered]
-            end = self._keyframe_end(buffered, trajectory)
+            end = self._keyframe_end(trajectory)
             if end is None:
                 break
+            buffered = Events.concatenate(self._chunks)
             completed.append(buffered[:end])
             rest = buffered[end:]
             self._chunks = [rest] if len(rest) else []
+            self._chunk_starts = [0] if len(rest) else []
             self._buffered = len(rest)
+            self._reset_baseline()
         return completed
 
     def flush(self) -> Events | None:
         """The events left over at the end of a stream (None if fewer than min_events)."""
         rest = Events.concatenate(self._chunks)
-        self._chunks, self._buffered = [], 0
+        self._chunks, self._chunk_starts, self._buffered = [], [], 0
+        self._reset_baseline()
         return rest if len(rest) >= self.min_events else None
 
-    def _keyframe_end(self, buffered: Events, trajectory: Trajectory | None) -> int | None:
+    def _times_at(self, indices: np.ndarray) -> np.ndarray:
+        """Times (ns) of the buffered events at ``indices`` (keyframe order), without joining chunks."""
+        starts = np.asarray(self._chunk_starts)
+        which = np.searchsorted(starts, indices, side="right") - 1
+        times = np.empty(len(indices), np.int64)
+        for chunk in np.unique(which):
+            selected = which == chunk
+            times[selected] = self._chunks[chunk].t[indices[selected] - starts[chunk]]
+        return times
+
+    def _keyframe_end(self, trajectory: Trajectory | None) -> int | None:
         """Index one past the keyframe's last event, or None when it is not complete yet."""
-        count = len(buffered)
-        limit = min(count, self.every_events)
-        if self.every_baseline_m is not None and trajectory is not None:
-            samples = np.arange(0, limit, self.baseline_check_events)
-            times = buffered.t[samples]
-            inside = (times >= trajectory.t_range_ns[0]) & (times <= trajectory.t_range_ns[1])
-            if inside.any() and inside[0]:
-                covered = samples[np.flatnonzero(inside)]
-                _, positions = trajectory.interpolate(buffered.t[covered])
-                moved = np.linalg.norm(positions - positions[0], axis=1) >= self.every_baseline_m
+        limit = min(self._buffered, self.every_events)
+        if self.every_baseline_m is not None and trajectory is not None and len(trajectory) \
+                and not self._start_uncovered and self._next_sample < limit:
+            first_pose, last_pose = trajectory.t_range_ns
+            samples = np.arange(self._next_sample, limit, self.baseline_check_events)
+            times = self._times_at(samples)
+            if self._start_position is None:
+                t_first = int(self._times_at(np.array([0]))[0])
+                if not first_pose <= t_first <= last_pose:
+                    if t_first < first_pose:  # poses will not come back in time
+                        self._start_uncovered = True
+                    times = times[:0]
+                else:
+                    self._start_position = trajectory.interpolate([t_first])[1][0]
+            # samples beyond the last pose wait for more poses (a stream's poses may lag)
+            covered = int(np.searchsorted(times, last_pose, side="right")) if len(times) else 0
+            if covered:
+                _, positions = trajectory.interpolate(times[:covered])
+                moved = np.linalg.norm(positions - self._start_position, axis=1) >= self.every_baseline_m
                 if moved.any():
-                    return max(int(covered[int(np.argmax(moved))]), 1)
-        return self.every_events if count >= self.every_events else None
+                    return max(int(samples[int(np.argmax(moved))]), 1)
+                self._next_sample = int(samples[covered - 1]) + self.baseline_check_events
+        return self.every_events if self._buffered >= self.every_events else None
 
 
 def depth_method_names() -> tuple[str, ...]:

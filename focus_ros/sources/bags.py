@@ -46,7 +46,6 @@ EVENT_PACKET_TYPE = "event_camera_msgs/msg/EventPacket"
 IMU_TYPE = "sensor_msgs/msg/Imu"
 CAMERA_INFO_TYPE = "sensor_msgs/msg/CameraInfo"
 POSE_TYPE = "geometry_msgs/msg/PoseStamped"
-ODOMETRY_TYPE = "nav_msgs/msg/Odometry"
 EVENT_TYPES = (EVENT_ARRAY_TYPE, EVENT_PACKET_TYPE)
 
 
@@ -280,6 +279,9 @@ def _read_poses(reader, path, topic) -> Poses:
         orientation.append((q.x, q.y, q.z, q.w))
     return Poses(np.array(t, np.int64), np.array(position, float).reshape(-1, 3),
                  np.array(orientation, float).reshape(-1, 4))
+
+
+ODOMETRY_TYPE = "nav_msgs/msg/Odometry"
 
 
 def _read_odometry_poses(reader, path, topic) -> Poses:
