@@ -14,6 +14,7 @@ SUBCOMMANDS = {
     "replay": "replay",
     "evaluate": "evaluate",
     "landscape": "landscape",
+    "evaluate-depth": "evaluate_depth",
     "depth": "depth",
 }
 

@@ -220,16 +220,16 @@ class PlanarScene:
 
 
     @classmethod
-    def slider(cls, seed: int, wall_distance_m: float = 2.5, texture_size: int = 512) -> "PlanarScene":
+    def slider(cls, seed: int, wall_distance_m: float = 2.3, texture_size: int = 512) -> "PlanarScene":
         """Like the dataset's slider_depth: textured boxes on a table at 0.55-2.0 m, a wall behind.
 
         All surfaces face the camera of the ``slider`` preset (at the origin, looking along
         world +x, sliding along world -y): a wall at x = ``wall_distance_m`` (unbounded,
         facing -x), five fronto-parallel panels at x = 0.55, 0.8, 1.1, 1.5 and 2.0 m and one
         panel slanted by 35 deg about the vertical between about 1.2 and 1.6 m, so depths
-        seen by the camera lie in [0.55, 2.5] m. Each surface's texture has about 2 texels
-        per pixel footprint at its depth (DAVIS240C, f ≈ 200 px), so edges are sharp but
-        not aliased.
+        seen by the camera lie in [0.55, 2.3] m (inside the paper's 0.45-2.4 m range). Each
+        surface's texture has about 2 texels per pixel footprint at its depth (DAVIS240C,
+        f ≈ 200 px), so edges are sharp but not aliased.
         """
         rng = np.random.default_rng(np.random.SeedSequence([seed, 0x511DE4]))
 

@@ -741,7 +741,7 @@ PRESETS = {
     "six_dof": Preset("six_dof", "DAVIS240C moving in 6-DoF in front of a wall with panels at 1.6-3 m "
                       "(depth maps at 50 Hz)", 5.0, _six_dof_simulator),
     "slider": Preset("slider", "DAVIS240C sliding right at 0.25 m/s without rotating, in front of textured "
-                     "panels at 0.55-2 m and a wall at 2.5 m, like slider_depth (depth maps at 50 Hz)", 3.0,
+                     "panels at 0.55-2 m and a wall at 2.3 m, like slider_depth (depth maps at 50 Hz)", 3.0,
                      _slider_simulator),
 }
 
