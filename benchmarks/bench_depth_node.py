@@ -127,7 +127,7 @@ def run_once(data, rate_mev_s: float, keyframe_events: int, workdir: Path, messa
     process = NodeProcess([str(Path(sys.executable).parent / "depth_node"), "--ros-args", "--params-file",
                            str(ROOT / "config" / "depth_davis240c.yaml"), "-r", "events:=/dvs/events",
                            "-r", "pose:=/optitrack/davis", "-p", "qos_reliability:=reliable",
-                           "-p", f"keyframe_events:={keyframe_events}", "-p", "z_max_m:=3.0",
+                           "-p", f"keyframe_events:={keyframe_events}",
                            "-p", "keyframe_flush_idle_s:=0.0", "-p", "max_pending_keyframes:=100",
                            "-p", "camera_info_timeout_s:=0.1"], env, workdir / "depth_node.log")
     try:
@@ -185,7 +185,7 @@ def offline_ms_per_keyframe(data, keyframe_events: int, repeats: int = 2) -> flo
 
     events = Events.from_arrays(data["x"], data["y"], data["t"], data["p"])
     trajectory = Trajectory(data["pose_t"], data["position"], data["orientation"])
-    estimator = DepthEstimator(Calibration.davis240c(), DepthSettings(z_max_m=3.0))
+    estimator = DepthEstimator(Calibration.davis240c(), DepthSettings())
     estimator.estimate(events[:keyframe_events], trajectory)  # compiled / cached
     times = []
     for index in range(repeats):

@@ -29,6 +29,7 @@ from ros_harness import NodeProcess, client_node, executable, spin_until  # noqa
 
 PARAMS_FILE = REPOSITORY_ROOT / "config" / "depth_davis240c.yaml"
 SHIFT_NS = 10_000_000_000   # event and pose times start at 10 s, so that poses can jump back
+E2E_KEYFRAME_EVENTS = 160_000   # 3 keyframes of the 1.2-s slider (~490 k events) and the rest (~12 k)
 
 
 # ============================================================================ rclpy-free parts
@@ -266,7 +267,7 @@ def test_odometry_of_a_body_with_a_camera_from_body_transform_gives_the_cameras_
     translation = [0.05, -0.02, 0.10]                              # m, body origin in camera coordinates
     rotation = [0.0, 0.7071067811865476, 0.0, 0.7071067811865476]   # 90 deg about the camera's y axis
     camera_from_body = pose_matrix(quaternion_to_matrix(np.array(rotation)), translation)
-    node = ros.start("-p", "keyframe_events:=60000", "-p", "camera_info_timeout_s:=0.2", "-p", "z_max_m:=3.0",
+    node = ros.start("-p", f"keyframe_events:={E2E_KEYFRAME_EVENTS}", "-p", "camera_info_timeout_s:=0.2",
                      "-p", "pose_message_type:=nav_msgs/Odometry", "-r", "odometry:=/vio/odometry",
                      "-p", f"camera_from_body.translation_m:={translation}",
                      "-p", f"camera_from_body.rotation_xyzw:={rotation}")
@@ -275,7 +276,7 @@ def test_odometry_of_a_body_with_a_camera_from_body_transform_gives_the_cameras_
     odometry_out = ros.publisher(Odometry, "/vio/odometry")
     t0 = int(slider.events.t[0])
     poses = slider.poses
-    for index in np.flatnonzero((poses.t >= t0 - 5_000_000) & (poses.t <= t0 + 500_000_000))[::5]:
+    for index in np.flatnonzero((poses.t >= t0 - 5_000_000) & (poses.t <= t0 + 600_000_000))[::5]:
         world_from_body = pose_matrix(quaternion_to_matrix(poses.orientation[index]), poses.position[index]) \
             @ camera_from_body
         message = Odometry()
@@ -287,7 +288,7 @@ def test_odometry_of_a_body_with_a_camera_from_body_transform_gives_the_cameras_
         (message.pose.pose.orientation.x, message.pose.pose.orientation.y, message.pose.pose.orientation.z,
          message.pose.pose.orientation.w) = (float(v) for v in q)
         odometry_out.publish(message)
-    publish_events(ros, events_out, events_between(slider, t0, t0 + 450_000_000))
+    publish_events(ros, events_out, events_between(slider, t0, t0 + 550_000_000))
     assert spin_until(ros.executor, lambda: len(clouds) >= 1, 60.0), node.log()
     cloud = clouds[0]
     assert cloud.header.frame_id == "odom"        # the poses' world frame
@@ -295,13 +296,11 @@ def test_odometry_of_a_body_with_a_camera_from_body_transform_gives_the_cameras_
     errors = cloud_depth_errors(depth_messages.cloud_points(cloud)[0], stamp, DepthGroundTruth.from_recording(slider),
                                 Trajectory.from_poses(slider.poses), slider.calibration)
     summary = error_summary(errors)
-    assert summary["median_relative_error"] < 0.02 and summary["within_5_percent"] > 0.6, summary
+    # the bounds of the end-to-end test below (same keyframes, camera poses given directly)
+    assert summary["median_relative_error"] < 0.03 and summary["within_5_percent"] > 0.5, summary
 
 
 # ============================================================================ end to end
-
-E2E_KEYFRAME_EVENTS = 120_000
-E2E_DEPTH_RANGE = ("0.45", "3.0")      # m: the slider's panels and wall lie at 0.55-2.5 m
 
 
 def test_bag_replayed_into_depth_node_gives_ground_truth_depth_and_the_offline_clouds(ros, slider, tmp_path):
@@ -317,8 +316,7 @@ def test_bag_replayed_into_depth_node_gives_ground_truth_depth_and_the_offline_c
 
     bag = tmp_path / "slider.bag2"
     write_bag(bag, slider, version=2, storage="mcap")
-    node = ros.start("-p", f"keyframe_events:={E2E_KEYFRAME_EVENTS}", "-p", f"z_min_m:={E2E_DEPTH_RANGE[0]}",
-                     "-p", f"z_max_m:={E2E_DEPTH_RANGE[1]}", "-p", "max_pending_keyframes:=100",
+    node = ros.start("-p", f"keyframe_events:={E2E_KEYFRAME_EVENTS}", "-p", "max_pending_keyframes:=100",
                      # the rest of the stream makes a keyframe after 5 s without events (not 1 s:
                      # a loaded machine can stall the replay that long mid-stream)
                      "-p", "keyframe_flush_idle_s:=5.0")
@@ -343,20 +341,20 @@ def test_bag_replayed_into_depth_node_gives_ground_truth_depth_and_the_offline_c
     errors = np.concatenate([cloud_depth_errors(p, t, ground_truth, trajectory, slider.calibration)
                              for p, t in zip(points, stamps)])
     summary = error_summary(errors)
-    # Offline on the simulated slider the engine reaches a median relative error of 0.5-0.9 %
-    # and 75-82 % of points within 5 % (the demo prints it); the planes (100, uniform in 1/Z
-    # over 0.45-3 m) are 1.9 % apart at 1 m and 4.8 % at 2.5 m. Through ROS nothing may change:
-    # a keyframe with events from another one, a pose from the wrong time or a frame mix-up
-    # moves points by whole planes or metres.
+    # Offline (`focus-ros depth`) on this sequence with these keyframes the engine gives a
+    # median relative error of 1.5 % and 64 % of points within 5 % (short keyframes: 4 cm of
+    # baseline; the last one of 12 k events is noisy), with 3-4 planes of margin: the 100
+    # planes, uniform in 1/Z over 0.45-2.4 m, are 1.8 % apart at 1 m. A defect through ROS (a
+    # keyframe with another one's events, a pose from the wrong time, a frame or unit mix-up)
+    # moves points by whole planes or metres: errors of tens of percent.
     assert summary["with_ground_truth"] > 0.9 * summary["points"] > 3000, summary
-    assert summary["median_relative_error"] < 0.02, summary
-    assert summary["within_5_percent"] > 0.6, summary
+    assert summary["median_relative_error"] < 0.03, summary
+    assert summary["within_5_percent"] > 0.5, summary
 
     # offline: `focus-ros depth` on the same bag with the same settings -> the same clouds
     output = tmp_path / "offline"
     result = subprocess.run([executable("focus-ros"), "depth", str(bag), "-o", str(output), "--keyframe-events",
-                             str(E2E_KEYFRAME_EVENTS), "--z-min", E2E_DEPTH_RANGE[0], "--z-max", E2E_DEPTH_RANGE[1],
-                             "--no-pictures", "--quiet"], capture_output=True, text=True, env=node_env(ros),
+                             str(E2E_KEYFRAME_EVENTS), "--no-pictures", "--quiet"], capture_output=True, text=True, env=node_env(ros),
                             timeout=300)
     assert result.returncode == 0, result.stderr
     with open(output / "keyframes.csv") as handle:

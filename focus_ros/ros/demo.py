@@ -46,8 +46,8 @@ def parse_arguments(argv=None):
     parser.add_argument("--part", choices=("all", "rotation", "depth"), default="all",
                         help="angular velocity, depth or both (default)")
     parser.add_argument("--slider-duration", type=float, default=2.0, help="simulated seconds of the slider (default 2)")
-    parser.add_argument("--keyframe-events", type=int, default=150_000,
-                        help="events per depth keyframe (default 150000: ~1 s of the simulated slider)")
+    parser.add_argument("--keyframe-events", type=int, default=300_000,
+                        help="events per depth keyframe (default 300000: ~0.75 s, 0.19 m of the simulated slider)")
     return parser.parse_args(argv)
 
 

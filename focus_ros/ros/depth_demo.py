@@ -1,7 +1,7 @@
 """The depth half of `make demo`: the simulated slider through ``depth_node`` over real topics.
 
 1. simulate the ``slider`` preset (a DAVIS240C sliding right at 0.25 m/s in front of
-   textured panels at 0.55–2 m and a wall at 2.5 m, with depth ground truth) and write
+   textured panels at 0.55–2 m and a wall at 2.3 m, with depth ground truth) and write
    events, camera_info and poses as a ROS 2 bag;
 2. start ``depth_node`` as ``ros2 run`` would (entry point, params file);
 3. replay the bag onto ROS 2 topics in real time (``focus_ros.ros.replay_node``), collect
@@ -28,32 +28,35 @@ from focus_ros.events import NANOSECONDS_PER_SECOND
 from focus_ros.poses import Trajectory
 from focus_ros.sources.depth_maps import DepthGroundTruth
 
-#: the demo's depth range (m): the simulated slider's panels and wall lie at 0.55–2.5 m
-Z_MIN_M, Z_MAX_M = 0.45, 3.0
+#: the depth range (m) of the picture colours: the engine's default planes (the simulated
+#: slider's panels and wall lie at 0.55–2.3 m)
+Z_MIN_M, Z_MAX_M = 0.45, 2.4
 
 
 def cloud_depth_errors(points_world: np.ndarray, t_ref_ns: int, ground_truth: DepthGroundTruth,
                        trajectory: Trajectory, calibration: Calibration) -> np.ndarray:
-    """Relative depth error |Z − Z_true| / Z_true of each world point (M, 3) m.
+    """Relative depth error |Z − Z_true| / Z_true of each world point (M, 3) m, as the depth
+    evaluation counts it (:func:`focus_ros.evaluation.depth.relative_errors`: ground truth
+    resampled onto the undistorted grid, a point on a depth edge right for either side).
 
-    The point is seen from the camera of the ground-truth depth map nearest to the
-    keyframe's reference time ``t_ref_ns`` (the pose at that map's time, so no
-    interpolation between maps is needed): Z is its depth along that camera's optical
-    axis, Z_true the map's depth at the (distorted) pixel it projects to. NaN for points
-    that project outside the sensor or behind the camera, or onto unknown ground truth.
+    A published cloud's reference time lies between ground-truth maps (every 20 ms), so the
+    points are seen from the camera of the map nearest to ``t_ref_ns`` (its pose at that
+    map's time: exact, no interpolation between maps): Z is their depth along that camera's
+    optical axis, their pixel the pinhole projection. NaN for points outside that view or
+    without ground truth.
     """
+    from focus_ros.evaluation.depth import ground_truth_on_reference_grid, relative_errors
+
     index = ground_truth.nearest_index(int(t_ref_ns))
     world_from_camera = trajectory.world_from_camera(int(ground_truth.t[index]))
     camera = (np.asarray(points_world, np.float64) - world_from_camera[:3, 3]) @ world_from_camera[:3, :3]
     errors = np.full(len(camera), np.nan)
-    in_front = camera[:, 2] > 1e-6
-    pixels = np.round(calibration.project(camera[in_front])).astype(np.int64)
+    in_front = np.flatnonzero(camera[:, 2] > 1e-6)
+    pixels = np.round(calibration.project(camera[in_front], distort=False)).astype(np.int64)
     inside = ((pixels[:, 0] >= 0) & (pixels[:, 0] < calibration.width) &
               (pixels[:, 1] >= 0) & (pixels[:, 1] < calibration.height))
-    rows = np.flatnonzero(in_front)[inside]
-    truth = ground_truth.depth_m[index][pixels[inside, 1], pixels[inside, 0]].astype(np.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        errors[rows] = np.where(np.isfinite(truth) & (truth > 0), np.abs(camera[rows, 2] - truth) / truth, np.nan)
+    truth = ground_truth_on_reference_grid(ground_truth.depth_m[index], calibration)
+    errors[in_front[inside]], _ = relative_errors(camera[in_front[inside], 2], pixels[inside], truth)
     return errors
 
 
@@ -77,7 +80,7 @@ def simulate_slider(args):
 
     bag = args.output / "slider.mcap_bag"
     print(f"[depth 1/4] simulating {args.slider_duration} s of a DAVIS240C sliding at 0.25 m/s in front of "
-          "textured panels at 0.55-2.5 m ...")
+          "textured panels at 0.55-2.3 m ...")
     started = time.monotonic()
     recording = simulate_preset("slider", duration_s=args.slider_duration, seed=args.seed)
     print(f"      {len(recording.events):,} events, {len(recording.poses):,} poses, "
@@ -105,8 +108,8 @@ def run_depth_node_and_replay(args, bag: Path, expected: int):
     environment = ros_environment()
     params = Path(__file__).resolve().parents[2] / "config" / "depth_davis240c.yaml"
     node_log = args.output / "depth_node.log"
-    overrides = [f"keyframe_events:={args.keyframe_events}", f"z_min_m:={Z_MIN_M}", f"z_max_m:={Z_MAX_M}",
-                 "qos_reliability:=reliable", "max_pending_keyframes:=100"]
+    overrides = [f"keyframe_events:={args.keyframe_events}", "qos_reliability:=reliable",
+                 "max_pending_keyframes:=100"]
     command = [str(Path(sys.executable).parent / "depth_node"), "--ros-args", "--params-file", str(params),
                "-r", "events:=/dvs/events", "-r", "pose:=/optitrack/davis"]
     for override in overrides:
@@ -148,12 +151,13 @@ def report(args, recording, clouds, pictures, node_log) -> int:
         return 1
     ground_truth = DepthGroundTruth.from_recording(recording)
     trajectory = Trajectory.from_poses(recording.poses)
-    all_points, all_depths, all_errors = [], [], []
+    all_points, all_depths, all_errors, stamps = [], [], [], []
     for cloud in clouds:
         fields = depth_messages.decode_point_cloud(cloud)
         points = np.column_stack([fields["x"], fields["y"], fields["z"]])
         t_ref_ns = cloud.header.stamp.sec * NANOSECONDS_PER_SECOND + cloud.header.stamp.nanosec
         all_errors.append(cloud_depth_errors(points, t_ref_ns, ground_truth, trajectory, recording.calibration))
+        stamps.append(t_ref_ns)
         all_points.append(points)
         all_depths.append(fields["depth"])
     summary = error_summary(np.concatenate(all_errors))
@@ -162,7 +166,9 @@ def report(args, recording, clouds, pictures, node_log) -> int:
           f"{100 * summary['within_5_percent']:.1f} % of points within 5 %, {summary['points']:,} points")
     cloud_picture = args.output / "depth_cloud.png"
     map_picture = args.output / "depth_map.png"
-    write_cloud_picture(np.concatenate(all_points), np.concatenate(all_depths), cloud_picture)
+    middle_ns = stamps[len(stamps) // 2]
+    write_cloud_picture(np.concatenate(all_points), np.concatenate(all_depths),
+                        trajectory.world_from_camera(middle_ns), cloud_picture)
     write_depth_map_picture(pictures, ground_truth, recording.calibration, map_picture)
     print(f"      rendered point cloud (world frame, coloured by depth): {cloud_picture}")
     print(f"      depth map of one keyframe as published on depth/image_color, beside the ground truth: {map_picture}")
@@ -170,24 +176,24 @@ def report(args, recording, clouds, pictures, node_log) -> int:
     return 0
 
 
-def write_cloud_picture(points: np.ndarray, depth_m: np.ndarray, path: Path) -> None:
-    """A rendered oblique view of the points (world frame, m), near red, far blue."""
+def write_cloud_picture(points: np.ndarray, depth_m: np.ndarray, world_from_reference: np.ndarray,
+                        path: Path) -> None:
+    """All clouds (world frame, m) seen by a virtual camera turned about the middle keyframe's
+    view (the depth evaluation's rendering), near red, far blue."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     from focus_ros.depth.pictures import depth_colors
+    from focus_ros.evaluation.depth_report import render_cloud
 
-    colors = depth_colors(depth_m, Z_MIN_M, Z_MAX_M) / 255.0
-    figure = plt.figure(figsize=(8, 6))
-    axes = figure.add_subplot(projection="3d")
-    axes.scatter(points[:, 0], points[:, 1], points[:, 2], c=colors, s=1.5, depthshade=False)
-    axes.set_xlabel("x (m)")
-    axes.set_ylabel("y (m)")
-    axes.set_zlabel("z (m)")
-    axes.view_init(elev=25, azim=-150)
-    axes.set_box_aspect(np.ptp(points, axis=0) + 1e-3)
-    axes.set_title(f"depth_node point clouds, world frame ({len(points):,} points; red near, blue far)")
+    picture = render_cloud(points, depth_colors(depth_m, Z_MIN_M, Z_MAX_M), world_from_reference,
+                           size=(360, 480))
+    figure, axes = plt.subplots(figsize=(8, 6))
+    axes.imshow(picture)
+    axes.axis("off")
+    axes.set_title(f"depth_node point clouds, world frame, seen from beside the camera's path\n"
+                   f"({len(points):,} points; red {Z_MIN_M} m ... blue {Z_MAX_M} m)")
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)

@@ -50,8 +50,6 @@ from focus_ros.ros.entry_point import run_node
 from focus_ros.ros.event_input import EventBatch, EventInput, descriptor
 
 POINTS_FRAMES = ("world", "camera")
-#: events handed to the keyframe selector at least this often (its baseline rule is checked then)
-STAGE_EVENTS = 100_000
 
 
 # ============================================================================ rclpy-free parts
@@ -196,10 +194,10 @@ DEPTH_PARAMETERS = {
                        {"float_range": (0.1, 20.0)}),
     "threshold_block_px": (_DEPTH.threshold_block_px, "adaptive threshold window on the confidence, odd (px; "
                            "EMVS: 5)", {"integer_range": (3, 101)}),
-    "threshold_offset": (_DEPTH.threshold_offset, "a pixel is kept when its normalized confidence exceeds the "
-                         "local mean by this fraction of the confidence range", {"float_range": (0.0, 1.0)}),
-    "min_confidence": (_DEPTH.min_confidence, "lowest normalized confidence kept (0-1)",
-                       {"float_range": (0.0, 1.0)}),
+    "threshold_offset": (_DEPTH.threshold_offset, "a pixel is kept when the rank (0-1) of its confidence "
+                         "exceeds the local mean rank by this", {"float_range": (0.0, 1.0)}),
+    "min_confidence_rank": (_DEPTH.min_confidence_rank, "lowest confidence rank kept among the observed pixels "
+                            "(0-1; 0.8: at most the 20 % most confident)", {"float_range": (0.0, 1.0)}),
     "median_filter_px": (_DEPTH.median_filter_px, "median filter on the kept depths, odd (px); 1 = none",
                          {"integer_range": (1, 51)}),
     "min_parallax_px": (_DEPTH.min_parallax_px, "keyframes with less parallax (px) get no depth (a camera at "
@@ -234,8 +232,6 @@ class DepthNode(Node):
         self._gate = PoseGate(value("max_held_events"))
         self._estimator: DepthEstimator | None = None
         self._selector = self._new_selector()
-        self._staged: list[Events] = []    # events released by the gate, not yet given to the selector
-        self._staged_events = 0
         self._pending: deque[KeyframeJob] = deque()
         self._running = True
         self._last_pose_received_s: float | None = None
@@ -293,7 +289,7 @@ class DepthNode(Node):
             planes=value("planes"), z_min_m=value("z_min_m"), z_max_m=value("z_max_m"),
             patch_size_px=value("patch_size_px"), patch_sigma_px=value("patch_sigma_px"),
             threshold_block_px=value("threshold_block_px"), threshold_offset=value("threshold_offset"),
-            min_confidence=value("min_confidence"), median_filter_px=value("median_filter_px"),
+            min_confidence_rank=value("min_confidence_rank"), median_filter_px=value("median_filter_px"),
             min_parallax_px=value("min_parallax_px"), min_events=value("min_events"))
 
     def _new_selector(self, overrides: dict | None = None) -> KeyframeSelector:
@@ -382,29 +378,16 @@ class DepthNode(Node):
         first, last = self._trajectory.t_range_ns
         dropped_before = self._gate.counts["events_dropped_before_first_pose"]
         for events, received_s in self._gate.release(first, last):
-            self._staged.append(events)
-            self._staged_events += len(events)
             self._last_released_s = received_s
-        # the selector gets the events in chunks (it joins its buffer on every push): when they
-        # complete a keyframe, or every STAGE_EVENTS events for the baseline rule
-        if self._staged_events and (self._selector.buffered_events + self._staged_events >=
-                                    self._selector.every_events or self._staged_events >= STAGE_EVENTS):
-            self._push_staged()
+            for keyframe_events in self._selector.push(events, self._trajectory):
+                self._queue(keyframe_events, received_s)
         if self._gate.counts["events_dropped_before_first_pose"] > dropped_before:
             self._input.warn_once("before_first_pose", "events earlier than the first pose dropped "
                                   f"(first pose at {first / 1e9:.6f} s)")
 
-    def _push_staged(self) -> None:
-        """Hand the staged events to the keyframe selector, queue the keyframes they complete (lock held)."""
-        events = Events.concatenate(self._staged)
-        self._staged, self._staged_events = [], 0
-        for keyframe_events in self._selector.push(events, self._trajectory):
-            self._queue(keyframe_events, self._last_released_s)
-
     def _reset_keyframes(self) -> None:
-        """Forget held, staged and selected events (a restart of the stream or of the poses; lock held)."""
+        """Forget held and selected events (a restart of the stream or of the poses; lock held)."""
         self._gate.clear()
-        self._staged, self._staged_events = [], 0
         self._selector = self._new_selector()
 
     def _queue(self, events: Events, received_s: float) -> None:
@@ -423,13 +406,10 @@ class DepthNode(Node):
         make one more keyframe (the end of a bag, a camera that stopped)."""
         idle_s = self.get_parameter("keyframe_flush_idle_s").value
         with self._lock:
-            if idle_s <= 0 or self._last_released_s is None or \
-                    self._selector.buffered_events + self._staged_events == 0:
+            if idle_s <= 0 or self._last_released_s is None or self._selector.buffered_events == 0:
                 return
             if time.monotonic() - self._input_last_received_s < idle_s:
                 return
-            if self._staged_events:
-                self._push_staged()
             rest = self._selector.flush()
             if rest is not None:
                 self._queue(rest, self._last_released_s)
