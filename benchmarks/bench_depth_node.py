@@ -2,7 +2,7 @@
 
 depth_node runs as `ros2 run` starts it (a subprocess, its entry point, the params file
 config/depth_davis240c.yaml); this script plays the simulated ``slider`` preset (a DAVIS240C
-sliding at 0.25 m/s in front of panels at 0.55-2.5 m; simulated once and cached in
+sliding at 0.25 m/s in front of panels at 0.55-2.3 m; simulated once and cached in
 --workdir) over loopback like a driver plus motion capture: serialized dvs_msgs/EventArray
 messages of --message-ms (33) ms of events at the chosen event rate (--rates, Mev/s: the sequence's time is
 scaled to reach it) and geometry_msgs/PoseStamped at 200 Hz of sequence time, each on its

@@ -216,7 +216,7 @@ def write_depth_map_picture(pictures, ground_truth: DepthGroundTruth, calibratio
         axes[0].set_title(f"depth_node, depth/image_color at {t_ns / 1e9:.2f} s")
         truth = ground_truth.depth_m[ground_truth.nearest_index(t_ns)]
         axes[1].imshow(depth_picture(np.where(np.isfinite(truth), truth, np.nan), None, Z_MIN_M, Z_MAX_M))
-        axes[1].set_title("ground truth (simulator)")
+        axes[1].set_title("ground truth (simulator, distorted sensor grid)")
     for ax in axes:
         ax.axis("off")
     figure.suptitle(f"Semi-dense depth, red {Z_MIN_M} m ... blue {Z_MAX_M} m")
