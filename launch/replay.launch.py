@@ -1,13 +1,10 @@
 """Bag replay + angular velocity node + rviz.
 
     ros2 launch focus_ros replay.launch.py bag:=/data/boxes_rotation.bag rate:=0.5
-    ros2 launch focus_ros replay.launch.py bag:=/data/slider_depth.bag depth:=true rate:=0.5
 
 Plays a ROS 1 bag of the Event Camera Dataset (or any ROS 1 / ROS 2 bag with
 dvs_msgs/EventArray or event_camera_msgs/EventPacket) onto its own topics, estimates the
 angular velocity and shows the images of warped events and the estimate in rviz.
-``depth:=true`` also starts depth_node on the bag's events, camera_info and poses
-(``pose``, default /optitrack/davis) and shows its point cloud (config/depth.rviz).
 """
 
 import os
@@ -28,22 +25,28 @@ def generate_launch_description():
         DeclareLaunchArgument("events", default_value="/dvs/events", description="event topic in the bag"),
         DeclareLaunchArgument("params_file", default_value=os.path.join(share, "config", "davis240c.yaml")),
         DeclareLaunchArgument("rviz", default_value="true", description="start rviz2"),
-        DeclareLaunchArgument("depth", default_value="false", description="also start depth_node"),
-        DeclareLaunchArgument("pose", default_value="/optitrack/davis", description="PoseStamped topic in the bag"),
-        DeclareLaunchArgument("depth_params_file", default_value=os.path.join(share, "config", "depth_davis240c.yaml")),
     ]
     replay = Node(package="focus_ros", executable="replay_node", name="replay_node", output="screen",
                   parameters=[{"bag": LaunchConfiguration("bag"), "rate": LaunchConfiguration("rate")}])
     estimator = Node(package="focus_ros", executable="angular_velocity_node", name="angular_velocity_node",
                      output="screen", parameters=[LaunchConfiguration("params_file")],
                      remappings=[("events", LaunchConfiguration("events"))])
+
+    # depth:=true also starts depth_node on the bag's events, camera_info and poses, and rviz
+    # shows its point cloud too (config/depth.rviz):
+    #   ros2 launch focus_ros replay.launch.py bag:=/data/slider_depth.bag depth:=true rate:=0.5
+    depth_arguments = [
+        DeclareLaunchArgument("depth", default_value="false", description="also start depth_node"),
+        DeclareLaunchArgument("pose", default_value="/optitrack/davis", description="PoseStamped topic in the bag"),
+        DeclareLaunchArgument("depth_params_file", default_value=os.path.join(share, "config", "depth_davis240c.yaml"),
+                              description="depth_node parameters (YAML)"),
+    ]
     depth = Node(package="focus_ros", executable="depth_node", name="depth_node", output="screen",
                  parameters=[LaunchConfiguration("depth_params_file")],
                  remappings=[("events", LaunchConfiguration("events")), ("pose", LaunchConfiguration("pose"))],
                  condition=IfCondition(LaunchConfiguration("depth")))
-    # config/depth.rviz shows the IWEs too; focus.rviz without depth
     rviz_config = PythonExpression(["'", os.path.join(share, "config", ""), "' + ('depth.rviz' if '",
                                     LaunchConfiguration("depth"), "'.lower() == 'true' else 'focus.rviz')"])
     rviz = Node(package="rviz2", executable="rviz2", name="rviz2", arguments=["-d", rviz_config],
                 condition=IfCondition(LaunchConfiguration("rviz")))
-    return LaunchDescription(arguments + [replay, estimator, depth, rviz])
+    return LaunchDescription(arguments + depth_arguments + [replay, estimator, depth, rviz])

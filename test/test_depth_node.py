@@ -207,8 +207,9 @@ def test_depth_image_follows_rep118_and_matches_the_cloud(ros, slider):
 
 
 def test_bad_input_is_logged_once_counted_and_survived(ros, slider):
-    """Malformed messages, events without poses, a camera at rest, poses jumping back, poses
-    that stop: each logged once and counted; later good data still yields depth."""
+    """Malformed messages, events without poses, a camera at rest, poses jumping back, out of
+    order or not finite, poses that stop: each logged once and counted; later good data still
+    yields depth."""
     node = ros.start("-p", "keyframe_events:=30000", "-p", "camera_info_timeout_s:=0.2",
                      "-p", "pose_timeout_s:=0.5", "-p", "keyframe_flush_idle_s:=0.0")
     clouds = ros.collect(PointCloud2, "/depth/points")
@@ -237,8 +238,11 @@ def test_bad_input_is_logged_once_counted_and_survived(ros, slider):
     assert not clouds
     # 4. poses jumping back in time: the trajectory restarts
     poses_out.publish(pose_message(t0 - 3_000_000_000, slider.poses.position[0], slider.poses.orientation[0]))
-    # 5. good data: true poses and events, later in time -> depth
+    # 5. good data: true poses and events, later in time -> depth; among the poses one 10 ms
+    #    out of order and one not finite: each dropped and counted
     publish_poses(ros, poses_out, slider, t0 + 340_000_000, t0 + 900_000_000)
+    poses_out.publish(pose_message(t0 + 890_000_000, slider.poses.position[0], slider.poses.orientation[0]))
+    poses_out.publish(pose_message(t0 + 905_000_000, [np.nan, 0.0, 0.0], slider.poses.orientation[0]))
     publish_events(ros, events_out, events_between(slider, t0 + 350_000_000, t0 + 850_000_000))
     assert spin_until(ros.executor, lambda: len(clouds) >= 1, 60.0), node.log()
     # 6. poses that stop while events go on
@@ -246,10 +250,12 @@ def test_bad_input_is_logged_once_counted_and_survived(ros, slider):
     assert spin_until(ros.executor, lambda: "poses stopped" in ros.last_values()[1], 10.0), node.log()
     values, _ = ros.last_values()
     assert int(values["pose_restarts"]) == 1
+    assert int(values["poses_out_of_order"]) == 1 and int(values["poses_invalid"]) == 1
     assert int(values["keyframes_published"]) >= 1
     assert node.alive()
     log = node.log()
-    for text in ("event message ignored", "no poses on", "no parallax", "poses jumped back", "poses stopped"):
+    for text in ("event message ignored", "no poses on", "no parallax", "poses jumped back", "poses out of order",
+                 "is not finite", "poses stopped"):
         assert log.count(text) == 1, (text, log)
     assert "Traceback" not in log
 

@@ -29,7 +29,6 @@ import rclpy
 import rclpy.executors
 from geometry_msgs.msg import TwistStamped
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
-from rclpy.duration import Duration
 from rclpy.node import Node
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
@@ -129,6 +128,7 @@ class BagReplayer(Node):
             executor.spin_once(timeout_sec=0)
         if self.rate == 0 and event_totals:
             self._wait_for_consumer(executor, event_times, event_totals, final=True)
+        from rclpy.duration import Duration
         for publisher in self._topic_publishers.values():  # deliver the last messages before exiting
             publisher.wait_for_all_acked(Duration(seconds=2.0))
         return self.published_messages
