@@ -41,6 +41,7 @@ from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
 from sensor_msgs.msg import Image, PointCloud2
 
+from focus_ros.camera import Calibration
 from focus_ros.depth.pictures import depth_picture, event_image
 from focus_ros.estimators.depth import DepthEstimator, DepthSettings, KeyframeSelector, depth_method_names
 from focus_ros.events import NANOSECONDS_PER_SECOND, Events
@@ -131,6 +132,19 @@ def trajectory_segment(trajectory: Trajectory, t_first_ns: int, t_last_ns: int) 
     last = min(int(np.searchsorted(t, t_last_ns, side="left")) + 1, len(t))
     return Trajectory(t[first:last].copy(), trajectory.position_m[first:last].copy(),
                       trajectory.orientation_xyzw[first:last].copy(), source=trajectory.source)
+
+
+def warm_up(estimator: DepthEstimator) -> None:
+    """Run every stage of the estimator once on a small synthetic keyframe (random events,
+    a camera moving 0.1 m): the first call of each compiled stage loads it (~1 s, holding
+    the GIL), better at start-up than in the first keyframe's latency."""
+    rng = np.random.default_rng(0)
+    count = max(estimator.settings.min_events, 5000)
+    calibration = estimator.calibration
+    events = Events.from_arrays(rng.integers(0, calibration.width, count), rng.integers(0, calibration.height, count),
+                                np.linspace(0, 100_000_000, count).astype(np.int64), np.ones(count))
+    trajectory = Trajectory([0, 100_000_000], [[0.0, 0.0, 0.0], [0.1, 0.0, 0.0]], [[0.0, 0.0, 0.0, 1.0]] * 2)
+    estimator.estimate(events, trajectory)
 
 
 @dataclass
@@ -329,7 +343,8 @@ class DepthNode(Node):
     # ----------------------------------------------------------------- input
     def _on_calibration(self, calibration, source: str) -> None:
         with self._lock:
-            self._estimator = DepthEstimator(calibration, self._settings)
+            if self._estimator is None or self._estimator.calibration != calibration:
+                self._estimator = DepthEstimator(calibration, self._settings)
 
     def _on_pose(self, message) -> None:
         received_s = time.monotonic()
@@ -417,6 +432,10 @@ class DepthNode(Node):
     # ----------------------------------------------------------------- work
     def _work(self) -> None:
         """Worker thread: DSI and depth of each queued keyframe, then publish."""
+        try:  # at start-up, before data flows: loading the compiled stages holds the GIL for ~1 s
+            warm_up(DepthEstimator(Calibration.davis240c(), self._settings))
+        except Exception as error:  # noqa: BLE001 - then the first keyframe pays for it
+            self._input.warn_once("warm_up", f"estimator warm-up failed: {error}")
         while self._running:
             with self._lock:
                 self._lock.wait_for(lambda: not self._running or self._pending, timeout=0.5)
