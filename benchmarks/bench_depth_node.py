@@ -28,6 +28,7 @@ import argparse
 import os
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -135,15 +136,28 @@ def run_once(data, rate_mev_s: float, keyframe_events: int, workdir: Path, messa
                           and poses_out.get_subscription_count() > 0, 60.0), process.log()
         time.sleep(0.5)
         published_s = {}               # last event index -> wall time of publishing its message
+        streaming = threading.Event()
+        streaming.set()
+
+        def collect() -> None:         # receive clouds while streaming: their arrival times count
+            while streaming.is_set():
+                executor.spin_once(timeout_sec=0.01)
+
+        collector = threading.Thread(target=collect)
+        collector.start()
         started = time.monotonic()
-        for offset_s, _, kind, payload, last_index in items:
-            delay = started + offset_s - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-            (events_out if kind == "events" else poses_out).publish(payload)
-            if kind == "events":
-                published_s[last_index] = time.monotonic()
-        stream_s = time.monotonic() - started
+        try:
+            for offset_s, _, kind, payload, last_index in items:
+                delay = started + offset_s - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+                (events_out if kind == "events" else poses_out).publish(payload)
+                if kind == "events":
+                    published_s[last_index] = time.monotonic()
+            stream_s = time.monotonic() - started
+        finally:
+            streaming.clear()
+            collector.join()
         spin_until(executor, lambda: len(clouds) >= expected, 60.0)
         # until the node's reports count every event (or 10 s: then some were lost on the way)
         spin_until(executor, lambda: max(_report_values(reports[-1:], "events_received"), default=0)
