@@ -109,7 +109,7 @@ def main() -> None:
     print("\n| sensor | DSI of 100 planes |")
     print("|---|---|")
     for width, height in ((240, 180), (346, 260), (640, 480), (1280, 720)):
-        print(f"| {width}x{height} | {width * height * 100 * 4 / 2**20:.0f} MB |")
+        print(f"| {width}x{height} | {width * height * 100 * 4 / 2**20:.0f} MiB |")
     print(f"\nload average at end: {os.getloadavg()[0]:.1f}")
     assert len(plane_depths_m(settings.z_min_m, settings.z_max_m, settings.planes)) == settings.planes
 

@@ -51,6 +51,20 @@ def test_depth_of_a_plane_within_half_a_plane_spacing(calibration, scene):
         assert keyframe.warning == ""
 
 
+def test_depth_with_the_camera_rotating_too(calibration):
+    # 0.5 rad/s about y while translating: the plane is tilted in the reference view, the
+    # truth differs per pixel (SyntheticPlane.depth_at)
+    rotating = plane_events(calibration, depth_m=1.0, event_count=250_000, duration_s=1.0, speed_m_s=0.25,
+                            rotation_rad_s=0.5)
+    keyframe = DepthEstimator(calibration, _settings()).estimate(rotating.events, rotating.trajectory)
+    truth = rotating.depth_at(keyframe.world_from_camera, keyframe.pixels, calibration)
+    assert truth.min() < 0.95 and truth.max() > 1.05  # really not fronto-parallel
+    error = np.abs(keyframe.depth_m[keyframe.pixels[:, 1], keyframe.pixels[:, 0]] - truth) / truth
+    assert keyframe.point_count > 3000
+    assert np.median(error) < 0.5 * (1 / Z_MIN - 1 / Z_MAX) / (PLANES - 1)
+    assert np.mean(error < 0.05) > 0.9
+
+
 def test_max_vote_baseline_on_the_same_dsi(calibration, scene):
     estimator = DepthEstimator(calibration, _settings())
     dsi = estimator.build_dsi(scene.events, scene.trajectory)
@@ -266,6 +280,9 @@ def test_depth_command_bad_input(sequence, tmp_path, capsys):
     assert "z_min 2.0 m must be less than z_max 1.0 m" in _error_line(
         capsys, ["depth", str(sequence), "-o", out, "--z-min", "2", "--z-max", "1", "--quiet"])
     assert "no patch version" in _error_line(capsys, ["depth", str(sequence), "-o", out, "--loss", "entropy"])
+    (tmp_path / "bad_transform.txt").write_text("1 2 3 4 5\n")
+    assert "needs 16 numbers (4x4) or 7" in _error_line(
+        capsys, ["depth", str(sequence), "-o", out, "--camera-from-body", str(tmp_path / "bad_transform.txt")])
     assert "--polarity" in _error_line(capsys, ["depth", str(sequence), "-o", out, "--loss", "mean_absolute_value"])
 
 
@@ -300,3 +317,13 @@ def test_depth_command_reads_a_bag_like_the_folder(sequence, tmp_path):
         np.testing.assert_array_equal(np.load(tmp_path / "from_bag" / f"keyframe_{index:04d}_depth.npy"),
                                       np.load(tmp_path / "from_folder" / f"keyframe_{index:04d}_depth.npy"))
     assert not (tmp_path / "from_bag" / "keyframe_0000_depth.png").exists()
+    # the poses are of a body 5 cm behind the camera (camera_from_body: body origin at camera
+    # z = -0.05 m): same depth maps, the cloud 5 cm further along the world z axis
+    (tmp_path / "camera_from_body.txt").write_text("0 0 -0.05 0 0 0 1\n")
+    assert main(["depth", str(sequence), "-o", str(tmp_path / "shifted"), "--camera-from-body",
+                 str(tmp_path / "camera_from_body.txt"), *arguments]) == 0
+    np.testing.assert_allclose(np.load(tmp_path / "shifted" / "keyframe_0000_depth.npy"),
+                               np.load(tmp_path / "from_folder" / "keyframe_0000_depth.npy"), rtol=1e-4)
+    shifted, original = read_ply(tmp_path / "shifted" / "points.ply"), read_ply(tmp_path / "from_folder" / "points.ply")
+    np.testing.assert_allclose(shifted["z"], original["z"] + 0.05, atol=1e-4)
+    np.testing.assert_allclose(shifted["x"], original["x"], atol=1e-4)

@@ -116,7 +116,7 @@ def test_polarity_votes_and_coordinates_out_of_range():
 
 
 def test_memory_bound_and_pose_batch_error_bound():
-    with pytest.raises(ValueError, match="needs 117 MB, more than the 100 MB"):
+    with pytest.raises(ValueError, match="needs 117 MiB, more than the 100 MiB"):
         DisparitySpaceImage(Calibration(640, 480, 500, 500, 320, 240), plane_depths_m(0.5, 5, 100),
                             max_bytes=100 * 2**20)
     calibration = Calibration.davis240c()

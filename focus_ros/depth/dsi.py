@@ -32,7 +32,7 @@ first, then their votes plane by plane, so that the slice being written stays in
 (with large parallax an event's votes in consecutive planes are pixels apart: voting
 event by event into all planes ran 7x slower at slider_depth's parallax). The rays take
 28 bytes per event while a batch of events is added. ``max_bytes``
-(default 512 MB) bounds it; larger requests raise ValueError saying what they would cost.
+(default 512 MiB) bounds it; larger requests raise ValueError saying what they would cost.
 """
 
 from __future__ import annotations
@@ -187,7 +187,7 @@ class DisparitySpaceImage:
     calibration: the camera (events are undistorted through its bearing look-up table;
     the DSI uses its pinhole K on the undistorted grid); depths_m: plane depths (m), see
     :func:`plane_depths_m`; events_per_pose: events sharing one interpolated pose
-    (default 1024); max_bytes: memory bound (default 512 MB).
+    (default 1024); max_bytes: memory bound (default 512 MiB).
     """
 
     def __init__(self, calibration: Calibration, depths_m: np.ndarray,
@@ -200,7 +200,7 @@ class DisparitySpaceImage:
         size = calibration.width * calibration.height * len(depths_m) * 4
         if size > max_bytes:
             raise ValueError(f"a DSI of {calibration.width}x{calibration.height} px x {len(depths_m)} planes "
-                             f"needs {size / 2**20:.0f} MB, more than the {max_bytes / 2**20:.0f} MB allowed "
+                             f"needs {size / 2**20:.0f} MiB, more than the {max_bytes / 2**20:.0f} MiB allowed "
                              "(fewer planes, or raise max_dsi_bytes)")
         self.calibration = calibration
         self.depths_m = depths_m

@@ -1,6 +1,6 @@
 """Events made directly from geometry, for depth tests and benchmarks (no rendering).
 
-A fronto-parallel textured plane: ``points`` random 3-D points on the plane Z = depth_m
+A textured plane, fronto-parallel to the camera at t = 0: ``points`` random 3-D points on the plane Z = depth_m
 of the world frame (the camera frame at t = 0), seen by a camera that translates along
 its x axis at ``speed_m_s`` (optionally rotating about its y axis). Each event is one of
 the points projected (with the calibration's distortion) at a random time and rounded to
@@ -30,6 +30,16 @@ class SyntheticPlane:
     trajectory: Trajectory
     points_world: np.ndarray
     depth_m: float
+
+    def depth_at(self, world_from_camera: np.ndarray, pixels: np.ndarray, calibration: Calibration) -> np.ndarray:
+        """True depth (m, along the optical axis) of the plane at ``pixels`` (M, 2) (x, y) of
+        the undistorted grid of a camera at ``world_from_camera``: the plane is Z = depth_m
+        in the world frame, fronto-parallel only to the camera at t = 0 when it rotates."""
+        pixels = np.asarray(pixels, dtype=np.float64)
+        bearings = np.stack([(pixels[:, 0] - calibration.cx) / calibration.fx,
+                             (pixels[:, 1] - calibration.cy) / calibration.fy, np.ones(len(pixels))], axis=1)
+        world_z = bearings @ np.asarray(world_from_camera)[2, :3]
+        return (self.depth_m - world_from_camera[2, 3]) / world_z
 
 
 def _rotation_y(angle: np.ndarray) -> np.ndarray:

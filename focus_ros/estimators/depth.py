@@ -68,7 +68,7 @@ class DepthSettings:
     min_parallax_px: below this parallax (f · baseline · (1/z_min − 1/z_max), px) the
         keyframe is reported as having no parallax and gets no depth (default 1.0 px).
     min_events: keyframes with fewer events get no depth (default 1000).
-    max_dsi_bytes: memory bound of the DSI (default 512 MB; 640×480×100 planes = 123 MB).
+    max_dsi_bytes: memory bound of the DSI (default 512 MiB; 640×480×100 planes = 123 MB).
     loss_options: the losses' LossOptions (None: defaults).
     """
 
