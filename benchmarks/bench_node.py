@@ -89,6 +89,15 @@ def publish(path: str, message_s: float) -> int:
 
 
 # ----------------------------------------------------------------------------- benchmark
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time (s) of a process so far (0 when unknown)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def slice_windows(count: int):
     from focus_ros.events import Events
     from focus_ros.sources.ecd import read_ecd_folder
@@ -180,13 +189,19 @@ def measure(loss: str, polarity: bool, windows, message_s: float, log_dir: Path,
             pickle.dump(messages, file)
         first_t, last_t = int(sustained.t[0]), int(sustained.t[-1])
         reports_before = len(diagnostics)
+        worker_pid = int({kv.key: kv.value for kv in diagnostics[-1].status[0].values}.get("estimator_process_pid", 0))
+        cpu_before = {name: cpu_seconds(pid) for name, pid in (("node", node.process.pid), ("worker", worker_pid))}
         publisher_process = subprocess.Popen([sys.executable, __file__, "--publish", str(path),
                                               "--message-ms", str(message_s * 1e3)],
                                              env=env, stdout=subprocess.PIPE, text=True)
         while publisher_process.poll() is None:
             executor.spin_once(timeout_sec=0.05)
+        cpu_used = {name: cpu_seconds(pid) - cpu_before[name]
+                    for name, pid in (("node", node.process.pid), ("worker", worker_pid))}
         spin_until(executor, lambda: False, 1.5)  # the last windows and a diagnostics report
         publisher_report = json.loads(publisher_process.stdout.read().strip().splitlines()[-1])
+        # CPU shares over the publishing phase (before it, the node only waited)
+        cpu_used = {name: seconds / publisher_report["wall_s"] for name, seconds in cpu_used.items()}
         processed = sum(1 for _, stamp in estimates if first_t <= stamp <= last_t)
         published_windows = len(sustained) // WINDOW_EVENTS
         reports = [{kv.key: kv.value for kv in d.status[0].values} for d in diagnostics[reports_before:]]
@@ -209,7 +224,8 @@ def measure(loss: str, polarity: bool, windows, message_s: float, log_dir: Path,
                     publisher_cpu=publisher_report["cpu_s"] / publisher_report["wall_s"],
                     publisher_late_median_ms=publisher_report["late_median_ms"],
                     publisher_late_max_ms=publisher_report["late_max_ms"],
-                    messages=publisher_report["messages"])
+                    messages=publisher_report["messages"], node_cpu=cpu_used["node"],
+                    worker_cpu=cpu_used["worker"])
     finally:
         if publisher_process is not None and publisher_process.poll() is None:
             publisher_process.kill()
@@ -222,11 +238,12 @@ def measure(loss: str, polarity: bool, windows, message_s: float, log_dir: Path,
 ROW = ("| {loss} | {mode} | {ratio:.2f} | {processed} / {published} ({completed}) | {in_node_ms:.2f} | "
        "{offline_ms:.2f} | {in_node_over_offline:.2f} | {in_node_cpu_ms:.2f} / {offline_cpu_ms:.2f} = "
        "{cpu_ratio:.2f} | {round_trip_ms:.2f} | {node_latency_ms:.1f} | "
-       "{latency_ms:.1f} | {publisher_cpu:.0%} | {publisher_late_median_ms:.2f} / {publisher_late_max_ms:.1f} |")
+       "{latency_ms:.1f} | {publisher_cpu:.0%} | {publisher_late_median_ms:.2f} / {publisher_late_max_ms:.1f} | "
+       "{node_cpu:.0%} / {worker_cpu:.0%} |")
 HEADER = ("| loss | polarity | ratio to peak | windows estimated / published (completed in node) | "
           "in-node estimator ms/window | offline ms/window | in-node / offline | CPU ms in-node / offline | "
           "round trip ms | latency ms (node, sustained) | latency ms (one window) | publisher CPU | publisher late ms "
-          "(median / max) |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "(median / max) | CPU node / estimator process |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 
 
 def summary(results: list[dict]) -> str:

@@ -273,6 +273,7 @@ class AngularVelocityNode(Node):
                 busy = engine is not None and engine.in_flight > 0
                 if not busy:
                     self._lock.wait_for(lambda: not self._running or self._pending or self._engine_reset or
+                                        (self._engine is not None and self._engine.in_flight > 0) or
                                         (self._calibration is not None and
                                          (self._settings_changed or self._engine_stale)), timeout=0.5)
                 if not self._running:
