@@ -103,9 +103,11 @@ def test_pipelined_windows_come_back_in_order_and_stale_ones_are_skipped(worker,
         np.testing.assert_array_equal(result.estimate.angular_velocity, omega)
     assert worker.in_flight == 0 and worker.collect(timeout_s=0.1) is None
     worker.reset()
-    for window in windows[:3]:  # sent back to back: the worker is still on the first
-        worker.submit(window, skippable=True)
+    # the worker busy with a whole 30,000-event window (milliseconds), two windows sent back to
+    # back behind it (a submit copies 7,500 events: well under a millisecond)
+    whole = Events.concatenate(windows)
+    worker.submit(whole)
+    worker.submit(windows[0], skippable=True)
+    worker.submit(windows[1], skippable=True)
     results = [worker.collect() for _ in range(3)]
-    # the worker took the first at once; the second and third arrived while it estimated (a
-    # submit copies 7,500 events, well under a millisecond; an estimate takes milliseconds)
     assert [result.estimate is None for result in results] == [False, True, False]

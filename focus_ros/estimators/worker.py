@@ -3,18 +3,20 @@
 Why: inside a ROS node the estimator shares the interpreter with the executor thread that
 takes, decodes and windows about a thousand event messages a second. The optimizer's
 Python steps (line search, BFGS update, loss bookkeeping between the GIL-free Numba
-kernels) then wait for the GIL while that thread runs Python, and CPython hands the GIL
-over only every switch interval (5 ms): measured in the node, the estimator's time per
-window was 5-10x its offline time (BENCHMARKS.md, "Estimator inside the node"). In a
-process of its own the estimator runs exactly the offline code, on its own interpreter.
+kernels) then wait for the GIL while that thread runs Python (CPython hands it over every
+switch interval, 5 ms). In a process of its own the estimator runs exactly the offline
+code on its own interpreter, whatever the executor does (measurements: BENCHMARKS.md, "The
+node through ROS 2").
 
 :class:`EstimatorProcess` starts ``python -m focus_ros.estimators.worker`` (a plain
 subprocess of the same interpreter: nothing of the parent, rclpy included, is imported
-there), writes each window's events into a shared-memory block (x, y, t, p arrays; grown
-when a larger window comes) and exchanges small pickled commands and results over a pipe.
-:class:`InlineEstimator` has the same interface and runs in the calling thread (for
-comparison and for callers that want no process). Both give identical estimates for the
-same windows (same code, same inputs; tested).
+there), writes each window's events into one of three shared-memory slots (x, y, t, p
+arrays; grown when a larger window comes) and exchanges small pickled commands and results
+over a pipe. Windows can be queued from one thread (``submit``) while another collects the
+results (``collect``), so the estimator starts on the next window without waiting for the
+collecting thread. :class:`InlineEstimator` has the same interface and runs in the calling
+thread (for comparison and for callers that want no process). Both give identical
+estimates for the same windows (same code, same inputs; tested).
 
 A worker that dies (killed, out of memory) raises :class:`WorkerDied` from the call that
 noticed it; ``restart()`` starts a fresh one with the last configuration (the warm start

@@ -15,13 +15,17 @@ Events come in through :class:`~focus_ros.ros.event_input.EventInput` (subscript
 decoding, stream guard, calibration from camera_info or parameters, input diagnostics),
 shared with the other nodes.
 
-Keeping up: the subscription callback only decodes and buffers; a worker thread runs the
-optimisation (Numba releases the GIL). When windows complete faster than they are
-processed, the worker skips to the newest complete window, keeps the warm start, and
-counts the skipped windows as dropped (``queue_policy: newest``, for live use); with
-``queue_policy: all`` (bag evaluation) it processes every window in order, dropping the
+Keeping up: the subscription callback only decodes, checks and cuts windows, and hands each
+complete window to the estimator through shared memory; the estimator runs in a process of
+its own (``estimator_process``, default; see focus_ros.estimators.worker) so that its time
+per window does not depend on the executor thread, and a worker thread of the node collects
+its results and publishes them. A dead estimator process is restarted and counted. When
+windows complete faster than they are estimated, the newest one is taken, the warm start
+kept, and the skipped ones counted as dropped (``queue_policy: newest``, for live use); with
+``queue_policy: all`` (bag evaluation) every window is processed in order, dropping the
 oldest only beyond ``max_pending_windows``. Events held before a calibration is known are
-bounded by ``max_buffered_events``.
+bounded by ``max_buffered_events``. ``/diagnostics`` says whether the node keeps up:
+``processed_ratio``, ``processing_ms_per_window`` (and its CPU time), ``latency_ms``.
 """
 
 from __future__ import annotations
