@@ -15,9 +15,12 @@ process that behaves like libcaer_driver, and this script listening to the resul
   on time (it sleeps until each message is due, no busy wait), best-effort QoS like the
   drivers; it reports its own CPU use and how late it published. The node processes what
   it can (queue_policy newest) and reports in /diagnostics: windows completed, windows
-  estimated, estimator ms per window (measured where the estimator runs), latency.
+  estimated, estimator ms per window (measured where the estimator runs: wall and CPU time),
+  latency.
 - Offline: the same windows through the same estimator in this process, one after the
-  other (median ms per window): the in-node / offline ratio compares the two.
+  other (median ms per window): the in-node / offline ratio compares the two, in wall time
+  and in CPU time (the work itself; on a loaded machine the wall times of the node run and
+  of the offline run are taken under different loads, the CPU times much less so).
 
     .venv/bin/python benchmarks/bench_node.py --losses variance --runs 5
     .venv/bin/python benchmarks/bench_node.py            # every loss once
@@ -86,6 +89,15 @@ def publish(path: str, message_s: float) -> int:
 
 
 # ----------------------------------------------------------------------------- benchmark
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time (s) of a process so far (0 when unknown)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def slice_windows(count: int):
     from focus_ros.events import Events
     from focus_ros.sources.ecd import read_ecd_folder
@@ -104,20 +116,21 @@ def simulated_windows():
     return list(count_windows([recording.events], WINDOW_EVENTS))
 
 
-def offline_ms_per_window(windows, loss: str, polarity: bool) -> float:
-    """Median ms per window of the node's estimator settings on the windows, in this process."""
+def offline_ms_per_window(windows, loss: str, polarity: bool) -> tuple[float, float]:
+    """Median wall and CPU ms per window of the node's estimator settings on the windows, in this process."""
     from focus_ros.camera import Calibration
     from focus_ros.estimators.angular_velocity import AngularVelocityEstimator, real_time_settings
 
     estimator = AngularVelocityEstimator(Calibration.davis240c(), real_time_settings(loss=loss, use_polarity=polarity))
     estimator.estimate(windows[0])
     estimator.reset()
-    times = []
+    times, cpu_times = [], []
     for window in windows:
-        started = time.perf_counter()
+        started, started_cpu = time.perf_counter(), time.thread_time()
         estimator.estimate(window)
         times.append(time.perf_counter() - started)
-    return 1e3 * statistics.median(times)
+        cpu_times.append(time.thread_time() - started_cpu)
+    return 1e3 * statistics.median(times), 1e3 * statistics.median(cpu_times)
 
 
 def measure(loss: str, polarity: bool, windows, message_s: float, log_dir: Path, thread: bool) -> dict:
@@ -176,35 +189,50 @@ def measure(loss: str, polarity: bool, windows, message_s: float, log_dir: Path,
             pickle.dump(messages, file)
         first_t, last_t = int(sustained.t[0]), int(sustained.t[-1])
         reports_before = len(diagnostics)
+        def reported_pid():
+            return int({kv.key: kv.value for kv in diagnostics[-1].status[0].values}.get("estimator_process_pid", 0))
+
+        if not thread:  # a report naming the estimator process
+            spin_until(executor, lambda: reported_pid() > 0, 3.0)
+        worker_pid = reported_pid()
+        cpu_before = {name: cpu_seconds(pid) for name, pid in (("node", node.process.pid), ("worker", worker_pid))}
         publisher_process = subprocess.Popen([sys.executable, __file__, "--publish", str(path),
                                               "--message-ms", str(message_s * 1e3)],
                                              env=env, stdout=subprocess.PIPE, text=True)
         while publisher_process.poll() is None:
             executor.spin_once(timeout_sec=0.05)
+        cpu_used = {name: cpu_seconds(pid) - cpu_before[name]
+                    for name, pid in (("node", node.process.pid), ("worker", worker_pid))}
         spin_until(executor, lambda: False, 1.5)  # the last windows and a diagnostics report
         publisher_report = json.loads(publisher_process.stdout.read().strip().splitlines()[-1])
+        # CPU shares over the publishing phase (before it, the node only waited)
+        cpu_used = {name: seconds / publisher_report["wall_s"] for name, seconds in cpu_used.items()}
         processed = sum(1 for _, stamp in estimates if first_t <= stamp <= last_t)
         published_windows = len(sustained) // WINDOW_EVENTS
-        reports = [{kv.key: kv.value for kv in d.status[0].values} for d in diagnostics[reports_before:]]
+        reports = [{kv.key: kv.value for kv in d.status[0].values} for d in diagnostics[reports_before:]
+                   if d.status and d.status[0].name.startswith("angular_velocity_node")]
         before = {kv.key: kv.value for kv in diagnostics[reports_before - 1].status[0].values}
         after = reports[-1]
-        completed = int(after["windows_completed"]) - int(before["windows_completed"])
+        # (a report without the key: another node on this ROS domain, e.g. a test run elsewhere)
+        completed = int(after.get("windows_completed", 0)) - int(before.get("windows_completed", 0))
 
         def median_of(key):
             values = [float(r[key]) for r in reports if r.get(key, "nan") != "nan"]
             return statistics.median(values) if values else float("nan")
 
-        offline = offline_ms_per_window(windows[LATENCY_WINDOWS + 2:], loss, polarity)
-        in_node = median_of("processing_ms_per_window")
+        offline, offline_cpu = offline_ms_per_window(windows[LATENCY_WINDOWS + 2:], loss, polarity)
+        in_node, in_node_cpu = median_of("processing_ms_per_window"), median_of("processing_cpu_ms_per_window")
         return dict(loss=loss, polarity=polarity, latency_ms=1e3 * statistics.median(latencies),
                     node_latency_ms=median_of("latency_ms"), processed=processed, completed=completed,
                     published=published_windows, ratio=processed / published_windows,
                     in_node_ms=in_node, round_trip_ms=median_of("round_trip_ms_per_window"),
                     offline_ms=offline, in_node_over_offline=in_node / offline,
+                    in_node_cpu_ms=in_node_cpu, offline_cpu_ms=offline_cpu, cpu_ratio=in_node_cpu / offline_cpu,
                     publisher_cpu=publisher_report["cpu_s"] / publisher_report["wall_s"],
                     publisher_late_median_ms=publisher_report["late_median_ms"],
                     publisher_late_max_ms=publisher_report["late_max_ms"],
-                    messages=publisher_report["messages"])
+                    messages=publisher_report["messages"], node_cpu=cpu_used["node"],
+                    worker_cpu=cpu_used["worker"])
     finally:
         if publisher_process is not None and publisher_process.poll() is None:
             publisher_process.kill()
@@ -215,12 +243,14 @@ def measure(loss: str, polarity: bool, windows, message_s: float, log_dir: Path,
 
 
 ROW = ("| {loss} | {mode} | {ratio:.2f} | {processed} / {published} ({completed}) | {in_node_ms:.2f} | "
-       "{offline_ms:.2f} | {in_node_over_offline:.2f} | {round_trip_ms:.2f} | {node_latency_ms:.1f} | "
-       "{latency_ms:.1f} | {publisher_cpu:.0%} | {publisher_late_median_ms:.2f} / {publisher_late_max_ms:.1f} |")
+       "{offline_ms:.2f} | {in_node_over_offline:.2f} | {in_node_cpu_ms:.2f} / {offline_cpu_ms:.2f} = "
+       "{cpu_ratio:.2f} | {round_trip_ms:.2f} | {node_latency_ms:.1f} | "
+       "{latency_ms:.1f} | {publisher_cpu:.0%} | {publisher_late_median_ms:.2f} / {publisher_late_max_ms:.1f} | "
+       "{node_cpu:.0%} / {worker_cpu:.0%} |")
 HEADER = ("| loss | polarity | ratio to peak | windows estimated / published (completed in node) | "
-          "in-node estimator ms/window | offline ms/window | in-node / offline | round trip ms | "
-          "latency ms (node, sustained) | latency ms (one window) | publisher CPU | publisher late ms "
-          "(median / max) |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "in-node estimator ms/window | offline ms/window | in-node / offline | CPU ms in-node / offline | "
+          "round trip ms | latency ms (node, sustained) | latency ms (one window) | publisher CPU | publisher late ms "
+          "(median / max) | CPU node / estimator process |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 
 
 def summary(results: list[dict]) -> str:
@@ -229,8 +259,8 @@ def summary(results: list[dict]) -> str:
         return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}–{max(values):.{digits}f})"
 
     return (f"| {results[0]['loss']} | {len(results)} | {spread('ratio')} | {spread('in_node_ms')} | "
-            f"{spread('offline_ms')} | {spread('in_node_over_offline')} | {spread('node_latency_ms', 1)} | "
-            f"{spread('publisher_cpu')} |")
+            f"{spread('offline_ms')} | {spread('in_node_over_offline')} | {spread('cpu_ratio')} | "
+            f"{spread('node_latency_ms', 1)} | {spread('publisher_cpu')} |")
 
 
 def main() -> int:
@@ -269,7 +299,7 @@ def main() -> int:
                 print(ROW.format(mode="with" if polarity else "without", **result), flush=True)
     if args.runs > 1:
         print("\n| loss | runs | ratio to peak | in-node ms/window | offline ms/window | in-node / offline | "
-              "latency ms | publisher CPU |\n|---|---:|---:|---:|---:|---:|---:|---:|")
+              "in-node / offline CPU | latency ms | publisher CPU |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for runs in results.values():
             print(summary(runs))
     print(f"uptime: {os.popen('uptime').read().strip()}")

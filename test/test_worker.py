@@ -86,3 +86,28 @@ def test_a_killed_worker_is_reported_and_restarted(worker, windows):
     restarted = worker.estimate(windows[1]).estimate
     fresh = AngularVelocityEstimator(Calibration.davis240c(), real_time_settings()).estimate(windows[1])
     np.testing.assert_array_equal(restarted.angular_velocity, fresh.angular_velocity)  # warm start reset
+
+
+def test_pipelined_windows_come_back_in_order_and_stale_ones_are_skipped(worker, windows):
+    """submit() queues windows without waiting; collect() returns them in order. Not
+    skippable: every window estimated, as one after the other in this process. Skippable: a
+    queued window with a newer one behind it is skipped (the node's queue_policy newest)."""
+    local = AngularVelocityEstimator(Calibration.davis240c(), real_time_settings())
+    expected = [local.estimate(window).angular_velocity for window in windows[:3]]
+    for window in windows[:3]:
+        assert worker.can_submit()
+        worker.submit(window)
+    assert worker.in_flight == 3 and not worker.can_submit()
+    results = [worker.collect() for _ in range(3)]
+    for result, omega in zip(results, expected):
+        np.testing.assert_array_equal(result.estimate.angular_velocity, omega)
+    assert worker.in_flight == 0 and worker.collect(timeout_s=0.1) is None
+    worker.reset()
+    # the worker busy with a whole 30,000-event window (milliseconds), two windows sent back to
+    # back behind it (a submit copies 7,500 events: well under a millisecond)
+    whole = Events.concatenate(windows)
+    worker.submit(whole)
+    worker.submit(windows[0], skippable=True)
+    worker.submit(windows[1], skippable=True)
+    results = [worker.collect() for _ in range(3)]
+    assert [result.estimate is None for result in results] == [False, True, False]

@@ -15,13 +15,17 @@ Events come in through :class:`~focus_ros.ros.event_input.EventInput` (subscript
 decoding, stream guard, calibration from camera_info or parameters, input diagnostics),
 shared with the other nodes.
 
-Keeping up: the subscription callback only decodes and buffers; a worker thread runs the
-optimisation (Numba releases the GIL). When windows complete faster than they are
-processed, the worker skips to the newest complete window, keeps the warm start, and
-counts the skipped windows as dropped (``queue_policy: newest``, for live use); with
-``queue_policy: all`` (bag evaluation) it processes every window in order, dropping the
+Keeping up: the subscription callback only decodes, checks and cuts windows, and hands each
+complete window to the estimator through shared memory; the estimator runs in a process of
+its own (``estimator_process``, default; see focus_ros.estimators.worker) so that its time
+per window does not depend on the executor thread, and a worker thread of the node collects
+its results and publishes them. A dead estimator process is restarted and counted. When
+windows complete faster than they are estimated, the newest one is taken, the warm start
+kept, and the skipped ones counted as dropped (``queue_policy: newest``, for live use); with
+``queue_policy: all`` (bag evaluation) every window is processed in order, dropping the
 oldest only beyond ``max_pending_windows``. Events held before a calibration is known are
-bounded by ``max_buffered_events``.
+bounded by ``max_buffered_events``. ``/diagnostics`` says whether the node keeps up:
+``processed_ratio``, ``processing_ms_per_window`` (and its CPU time), ``latency_ms``.
 """
 
 from __future__ import annotations
@@ -121,16 +125,18 @@ class AngularVelocityNode(Node):
         self._lock = threading.Condition()
         self._calibration: Calibration | None = None
         self._engine = None                # EstimatorProcess or InlineEstimator, built by the worker thread
-        self._engine_stale = False         # the engine must be (re)configured before the next window
+        self._engine_stale = True          # the engine must be (re)configured before the next window
         self._engine_reset = False         # the warm start must be forgotten before the next window
+        self._configuring = False          # the worker thread is (re)configuring the engine
         self._windows = None               # CountWindowCutter or DurationWindowCutter, once configured
         self._pending = deque()            # complete windows waiting for the worker: (window, receive time)
+        self._submitted = deque()          # handed to the estimator: (window, receive time, submit time)
         self._last_image_time = 0.0
         self._settings_changed = False
         self._stats = dict(windows_completed=0, windows_processed=0, windows_dropped=0, windows_lost=0,
                            degenerate_windows=0, worker_restarts=0, last_latency_ms=float("nan"),
                            last_iterations=0, last_focus_gain=float("nan"))
-        self._period = dict(estimator_s=[], round_trip_s=[], latency_s=[])  # since the last report
+        self._period = dict(estimator_s=[], estimator_cpu_s=[], round_trip_s=[], latency_s=[])  # since last report
         self._running = True
 
         self._twist_publisher = self.create_publisher(TwistStamped, "angular_velocity", 10)
@@ -226,7 +232,24 @@ class AngularVelocityNode(Node):
                     self._pending.popleft()
                     self._stats["windows_dropped"] += 1
             if self._pending:
+                self._submit_pending()
                 self._lock.notify()
+
+    def _submit_pending(self) -> None:
+        """Hand queued windows to the estimator while it has room (lock held; executor or worker
+        thread). Straight from the executor thread, so that the estimator process starts on a
+        window without waiting for the worker thread to get the GIL back."""
+        engine = self._engine
+        if engine is None or self._engine_stale or self._engine_reset or self._configuring:
+            return
+        newest = self.get_parameter("queue_policy").value == "newest"
+        while self._pending and engine.can_submit() and engine.in_flight < 2:
+            window, received = self._pending[0]
+            if not engine.fits(len(window)):
+                return  # the worker thread grows the shared slots
+            self._pending.popleft()
+            engine.submit(window, images=self._images_wanted(), skippable=newest)
+            self._submitted.append((window, received, time.monotonic()))
 
     def _apply_settings(self) -> None:
         """New parameters or calibration: new windows now, the engine before the next window (lock held)."""
@@ -243,29 +266,50 @@ class AngularVelocityNode(Node):
 
     # ----------------------------------------------------------------- work
     def _work(self) -> None:
-        """Worker thread: hand the newest complete window to the estimator, publish, repeat."""
+        """Worker thread: keep the estimator configured and fed, collect its results, publish."""
+        try:  # start the estimator now (imports, compiled code), configured once the calibration is known
+            self._prepare_engine(Calibration.davis240c(), self._estimator_settings(), True, False)
+        except Exception as error:  # noqa: BLE001 - started again once the calibration is known
+            self.get_logger().warning(f"estimator not started yet: {error}")
         while self._running:
             with self._lock:
-                self._lock.wait_for(lambda: not self._running or self._pending or
-                                    (self._settings_changed and self._calibration is not None), timeout=0.5)
+                engine = self._engine
+                busy = engine is not None and engine.in_flight > 0
+                if not busy:
+                    self._lock.wait_for(lambda: not self._running or self._pending or self._engine_reset or
+                                        (self._engine is not None and self._engine.in_flight > 0) or
+                                        (self._calibration is not None and
+                                         (self._settings_changed or self._engine_stale)), timeout=0.5)
                 if not self._running:
                     return
                 if self._settings_changed and self._calibration is not None:
                     self._apply_settings()
-                if not self._pending:
-                    continue
-                window, received = self._pending.popleft()
-                configure, reset = self._engine_stale or self._engine is None, self._engine_reset
-                self._engine_stale = self._engine_reset = False
+                configure = (self._engine_stale or self._engine is None) and self._calibration is not None
+                reset = self._engine_reset
+                self._engine_stale = self._engine_stale and not configure
+                self._engine_reset = False
+                self._configuring = configure or reset  # no window goes in meanwhile
                 calibration = self._calibration
                 settings = self._estimator_settings() if configure else None
-            self._update_gap_limit(window)
-            images = self._images_wanted()
             try:
-                started = time.monotonic()
-                self._prepare_engine(calibration, settings, configure, reset)
-                result = self._engine.estimate(window, images=images)
-                round_trip = time.monotonic() - started
+                if configure or reset:
+                    try:
+                        self._prepare_engine(calibration, settings, configure, reset)
+                    finally:
+                        with self._lock:
+                            self._configuring = False
+                self._feed_large_window()
+                with self._lock:
+                    self._submit_pending()
+                engine = self._engine
+                if engine is None or engine.in_flight == 0:
+                    continue
+                result = engine.collect(timeout_s=0.2)
+                if result is None:
+                    continue
+                with self._lock:
+                    window, received, submitted = self._submitted.popleft()
+                    self._submit_pending()
             except WorkerDied as error:
                 if not self._running:
                     return
@@ -275,17 +319,39 @@ class AngularVelocityNode(Node):
                 if not self.context.ok():
                     return  # shutting down: publishers are gone
                 self._warn_once("estimate_failed", f"estimation failed on a window: {error}")
+                with self._lock:
+                    if self._engine is not None and len(self._submitted) > self._engine.in_flight:
+                        self._submitted.popleft()
                 continue
-            self._publish(result, received, round_trip)
+            if result.estimate is None:  # skipped by the estimator for a newer window
+                with self._lock:
+                    self._stats["windows_dropped"] += 1
+                continue
+            self._update_gap_limit(window)
+            self._publish(result, received, time.monotonic() - submitted)
+
+    def _feed_large_window(self) -> None:
+        """A window larger than the shared slots: submitted from here, once nothing is in flight."""
+        engine = self._engine
+        with self._lock:
+            if (engine is None or not self._pending or engine.fits(len(self._pending[0][0]))
+                    or engine.in_flight or self._engine_stale or self._engine_reset or self._configuring):
+                return
+            window, received = self._pending.popleft()
+        engine.submit(window, images=self._images_wanted())
+        with self._lock:
+            self._submitted.append((window, received, time.monotonic()))
 
     def _prepare_engine(self, calibration, settings, configure: bool, reset: bool) -> None:
         """Start the estimator (process or inline) or bring it up to date (worker thread)."""
         if self._engine is None:
             if self.get_parameter("estimator_process").value:
-                self._engine = EstimatorProcess(calibration, settings)
-                self.get_logger().info(f"estimator running in process {self._engine.pid}")
+                engine = EstimatorProcess(calibration, settings)
+                self.get_logger().info(f"estimator running in process {engine.pid}")
             else:
-                self._engine = InlineEstimator(calibration, settings)
+                engine = InlineEstimator(calibration, settings)
+            with self._lock:
+                self._engine = engine
             return
         if configure:
             try:
@@ -298,18 +364,19 @@ class AngularVelocityNode(Node):
     def _restart_engine(self, error: Exception) -> None:
         """The estimator process died: say so, count it, start a new one (worker thread)."""
         with self._lock:
-            self._stats["windows_lost"] += 1
+            lost = len(self._submitted)
+            self._submitted.clear()
+            self._stats["windows_lost"] += lost
             self._stats["worker_restarts"] += 1
-        self.get_logger().error(f"{error}: restarting it (the window in progress is lost, the warm start reset)")
+        self.get_logger().error(f"{error}: restarting it ({lost} window(s) in progress lost, warm start reset)")
         try:
             self._engine.restart()
             self.get_logger().info(f"estimator running in process {self._engine.pid}")
         except (WorkerDied, OSError) as again:
             self.get_logger().error(f"could not restart the estimator process: {again}; retrying in 1 s")
             self._engine.close()
-            self._engine = None
             with self._lock:
-                self._engine_stale = False
+                self._engine = None
             time.sleep(1.0)
 
     def _update_gap_limit(self, window) -> None:
@@ -332,6 +399,7 @@ class AngularVelocityNode(Node):
         stamp = messages.time_from_ns(estimate.t_ref_ns)
         with self._lock:
             self._period["estimator_s"].append(result.estimator_s)
+            self._period["estimator_cpu_s"].append(result.estimator_cpu_s)
             self._period["round_trip_s"].append(round_trip_s)
         if estimate.degenerate:
             with self._lock:
@@ -405,6 +473,7 @@ class AngularVelocityNode(Node):
             "degenerate_windows": stats["degenerate_windows"],
             # medians over the windows since the previous report
             "processing_ms_per_window": median_ms(period["estimator_s"]),
+            "processing_cpu_ms_per_window": median_ms(period["estimator_cpu_s"]),
             "round_trip_ms_per_window": median_ms(period["round_trip_s"]),
             "latency_ms": median_ms(period["latency_s"]) if period["latency_s"] else stats["last_latency_ms"],
             "iterations": stats["last_iterations"],
@@ -432,9 +501,6 @@ def frame_id_or(frame_id: str) -> str:
 
 def main(argv=None) -> int:
     """Entry point of ``ros2 run focus_ros angular_velocity_node``."""
-    import os
-    if os.environ.get("EXPERIMENT_SWITCH_INTERVAL"):
-        sys.setswitchinterval(float(os.environ["EXPERIMENT_SWITCH_INTERVAL"]))
     return run_node("angular_velocity_node", AngularVelocityNode, rclpy.spin, argv)
 
 
