@@ -205,3 +205,21 @@ def test_evaluate_depth_reports_bad_input_in_one_line(tmp_path, capsys):
     assert "entropy has no patch version" in capsys.readouterr().err
     assert main(["evaluate-depth", str(rotation), "-o", str(tmp_path / "out"), "--z-min", "3", "--z-max", "1"]) == 1
     assert "z_min" in capsys.readouterr().err
+
+
+def test_keyframes_by_baseline_hold_the_events_while_the_camera_stays_near_its_reference():
+    event_t = np.arange(0, 3_000_000_000, 1000, dtype=np.int64)  # 1 event per µs for 3 s
+    truth_t = np.arange(0, 3_000_000_001, 20_000_000)
+
+    def positions_at(t_ns):  # 0.25 m/s along x
+        return np.stack([0.25 * np.asarray(t_ns) / 1e9, np.zeros(len(t_ns)), np.zeros(len(t_ns))], axis=1)
+
+    windows = keyframe_windows(event_t, truth_t, 2, 1, baseline_m=0.2, positions_at=positions_at)
+    # the middles of two halves of the span, 0.75 s and 2.25 s, snapped to map times (20 ms apart)
+    assert [w.t_ref_ns for w in windows] == pytest.approx([0.75e9, 2.25e9], abs=10_000_000)
+    assert all(w.t_ref_ns in truth_t for w in windows)
+    for window in windows:
+        first, last = event_t[window.start], event_t[window.stop - 1]
+        # 0.1 m on either side at 0.25 m/s: 0.4 s before and after (camera positions every 1 ms)
+        assert first == pytest.approx(window.t_ref_ns - 0.4e9, abs=1.1e6)
+        assert last == pytest.approx(window.t_ref_ns + 0.4e9, abs=1.1e6)

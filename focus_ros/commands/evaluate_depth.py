@@ -97,6 +97,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keyframes", type=int, default=3, help="keyframes to evaluate (default 3)")
     parser.add_argument("--keyframe-events", type=int, default=500_000,
                         help="events per keyframe, centred on its reference time (default 500000)")
+    parser.add_argument("--keyframe-baseline", type=float, default=None, metavar="M",
+                        help="instead of --keyframe-events: a keyframe holds the events of the time during which "
+                             "the camera stays within M/2 of its reference position (m; for rotating cameras, "
+                             "whose event rate says little about their travel)")
     add_depth_settings_arguments(parser)
     parser.add_argument("--plot-losses", default=None,
                         help="methods whose depth maps are pictured (comma-separated; 'none' for no pictures; "
@@ -115,6 +119,8 @@ def run(args) -> int:
     if args.keyframes < 1 or args.keyframe_events < 1000:
         raise UserError(f"--keyframes must be >= 1 and --keyframe-events >= 1000, got {args.keyframes} and "
                         f"{args.keyframe_events}")
+    if args.keyframe_baseline is not None and not args.keyframe_baseline > 0:
+        raise UserError(f"--keyframe-baseline must be > 0 m, got {args.keyframe_baseline}")
     settings = depth_settings_from_args(args)
     if args.plot_losses is None:
         plot_methods = [name for name in DEFAULT_PLOT_METHODS if name in methods]
@@ -129,7 +135,7 @@ def run(args) -> int:
     steps = args.keyframes * len(modes) * len(methods)
     with tqdm(total=steps, unit="step", disable=args.quiet, file=sys.stderr, desc="keyframes x methods") as bar:
         evaluation = evaluate_depth(recording, methods, modes, args.keyframes, args.keyframe_events, settings,
-                                    progress=bar.update)
+                                    progress=bar.update, keyframe_baseline_m=args.keyframe_baseline)
     output = args.output
     output.mkdir(parents=True, exist_ok=True)
     depth_report.write_depth_csv(evaluation.rows, output / "depth_table.csv")
@@ -156,8 +162,10 @@ def _header(args, description, evaluation, settings) -> str:
     return "\n".join([
         f"# Depth evaluation: {description}", "",
         f"- command: `{command}`",
-        f"- keyframes: {len(windows)} of {windows[0].stop - windows[0].start} events, reference times {events} "
-        "(ground-truth map times)",
+        f"- keyframes: {len(windows)}, reference times {events} (ground-truth map times), "
+        + (f"each {windows[0].stop - windows[0].start} events" if args.keyframe_baseline is None else
+           f"each the events while the camera stays within {args.keyframe_baseline / 2:g} m of its reference "
+           f"position ({', '.join(str(w.stop - w.start) for w in windows)} events)"),
         f"- DSI: {settings.planes} planes, {settings.z_min_m:g}-{settings.z_max_m:g} m (uniform in inverse depth); "
         f"{settings.patch_size_px}x{settings.patch_size_px} patches, Gaussian sigma {settings.patch_sigma_px:g} px; "
         f"published: confidence rank >= {settings.min_confidence_rank:g} and above the "

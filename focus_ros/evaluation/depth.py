@@ -8,7 +8,8 @@ Protocol
    keyframe fits), each snapped to the time of a ground-truth depth map (every 20 ms on the
    simulator), so that the truth is exact (maps are never interpolated in time); a
    keyframe's events are the ``events_per_keyframe`` events centred on its reference time
-   (shifted to fit inside the sequence).
+   (shifted to fit inside the sequence), or, with a keyframe baseline B, the events of the
+   time around it during which the camera stays within B/2 of its reference position.
 2. **One DSI per keyframe and polarity mode** (the engine's ``DepthEstimator.build_dsi``),
    scored by every method (``DepthEstimator.depth_from_dsi(dsi, method, loss)``): the
    max-vote baseline sees exactly the votes the focus losses see.
@@ -68,13 +69,19 @@ class KeyframeWindow:
 
 
 def keyframe_windows(event_t_ns: np.ndarray, truth_t_ns: np.ndarray, count: int,
-                     events_per_keyframe: int) -> list[KeyframeWindow]:
+                     events_per_keyframe: int, baseline_m: float | None = None,
+                     positions_at=None) -> list[KeyframeWindow]:
     """``count`` keyframes evenly spread over the sequence (see the module docstring).
 
     event_t_ns: the events' times (sorted, ns); truth_t_ns: the ground-truth map times (ns).
     Reference times are ground-truth times inside the events' span, at least half a keyframe
-    from either end where the sequence allows; duplicates are dropped. ValueError when there
-    is nothing to evaluate.
+    from either end where the sequence allows; duplicates are dropped. With ``baseline_m``
+    (m) and ``positions_at`` (times ns (N,) -> camera positions (N, 3) m) a keyframe instead
+    holds the events of the time around its reference during which the camera stays within
+    baseline_m / 2 of its reference position (a baseline of about baseline_m however fast
+    the events come: a rotating camera makes many events per metre of travel), and the
+    reference times are the middles of ``count`` equal parts of the events' time span.
+    ValueError when there is nothing to evaluate.
     """
     if count < 1 or events_per_keyframe < 1:
         raise ValueError(f"need at least 1 keyframe of at least 1 event, got {count} keyframes of "
@@ -87,20 +94,38 @@ def keyframe_windows(event_t_ns: np.ndarray, truth_t_ns: np.ndarray, count: int,
     if not len(inside):
         raise ValueError(f"no ground-truth depth map inside the events' time span "
                          f"{event_t_ns[0] / 1e9:.6f}-{event_t_ns[-1] / 1e9:.6f} s")
-    # centre event indices: the middles of `count` equal parts of the span where a whole keyframe fits
-    low, high = size // 2, total - (size - size // 2)
-    centres = low + (np.arange(count) + 0.5) * (high - low) / count
+    if baseline_m is not None:
+        if not (baseline_m > 0 and positions_at is not None):
+            raise ValueError(f"a keyframe baseline must be > 0 m and needs the camera positions, got {baseline_m}")
+        first, last = int(event_t_ns[0]), int(event_t_ns[-1])
+        wanted_times = first + (np.arange(count) + 0.5) * (last - first) / count
+        grid = np.arange(first, last + 1, 1_000_000, dtype=np.int64)  # camera positions every 1 ms
+        positions = np.asarray(positions_at(grid), np.float64)
+    else:
+        # centre event indices: the middles of `count` equal parts of the span where a whole keyframe fits
+        low, high = size // 2, total - (size - size // 2)
+        wanted_times = event_t_ns[np.round(low + (np.arange(count) + 0.5) * (high - low) / count).astype(np.int64)]
     windows, used = [], set()
-    for centre in centres:
-        wanted = int(event_t_ns[int(round(centre))])
-        truth_index = int(np.argmin(np.abs(truth_t_ns - wanted)))
+    for wanted in wanted_times:
+        truth_index = int(np.argmin(np.abs(truth_t_ns - int(wanted))))
         t_ref = int(truth_t_ns[truth_index])
         if truth_index in used or not (event_t_ns[0] <= t_ref <= event_t_ns[-1]):
             continue
         used.add(truth_index)
         middle = int(np.searchsorted(event_t_ns, t_ref))
-        start = min(max(middle - size // 2, 0), total - size)
-        windows.append(KeyframeWindow(t_ref, truth_index, start, start + size))
+        if baseline_m is None:
+            start = min(max(middle - size // 2, 0), total - size)
+            windows.append(KeyframeWindow(t_ref, truth_index, start, start + size))
+            continue
+        reference = int(np.searchsorted(grid, t_ref))
+        away = np.linalg.norm(positions - np.asarray(positions_at(np.array([t_ref])), np.float64)[0], axis=1) \
+            >= 0.5 * baseline_m
+        before = np.flatnonzero(away[:reference])
+        after = np.flatnonzero(away[reference:])
+        t_start = int(grid[before[-1]]) if len(before) else first
+        t_stop = int(grid[reference + after[0]]) if len(after) else last
+        windows.append(KeyframeWindow(t_ref, truth_index, int(np.searchsorted(event_t_ns, t_start)),
+                                      int(np.searchsorted(event_t_ns, t_stop, side="right"))))
     return windows
 
 
@@ -318,14 +343,17 @@ def _summarize(method, polarity, per_keyframe, baseline, truth_pixels) -> DepthR
 
 
 def evaluate_depth(recording, methods, polarity_modes=POLARITY_MODES, keyframes: int = 3,
-                   events_per_keyframe: int = 500_000, settings=None, progress=None) -> DepthEvaluation:
+                   events_per_keyframe: int = 500_000, settings=None, progress=None,
+                   keyframe_baseline_m: float | None = None) -> DepthEvaluation:
     """Evaluate ``methods`` (registry loss names with a patch version, and/or "max_vote") on a
     recording with poses and depth ground truth (module docstring).
 
     settings: the engine's DepthSettings (its loss, method and use_polarity are overridden per
-    row); progress: called with 1 after each (keyframe, polarity, method) step. Combinations
-    the engine refuses (e.g. an area loss with signed votes) become rows with status
-    "unsupported: reason". ValueError naming what is missing (poses, ground truth, events).
+    row); progress: called with 1 after each (keyframe, polarity, method) step;
+    keyframe_baseline_m: keyframes by camera travel instead of event count (see
+    :func:`keyframe_windows`). Combinations the engine refuses (e.g. an area loss with signed
+    votes) become rows with status "unsupported: reason". ValueError naming what is missing
+    (poses, ground truth, events).
     """
     from focus_ros.estimators.depth import DepthEstimator, DepthSettings
     from focus_ros.poses import Trajectory
@@ -346,7 +374,8 @@ def evaluate_depth(recording, methods, polarity_modes=POLARITY_MODES, keyframes:
     covered = (events.t >= first) & (events.t <= last)
     if not covered.all():
         events = events[covered]
-    windows = keyframe_windows(events.t, truth.t, keyframes, events_per_keyframe)
+    windows = keyframe_windows(events.t, truth.t, keyframes, events_per_keyframe, keyframe_baseline_m,
+                               lambda t_ns: trajectory.interpolate(t_ns)[1])
     estimator = DepthEstimator(recording.calibration, settings)
     calibration = recording.calibration
 
