@@ -26,6 +26,7 @@ Depth:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import subprocess
 import sys
@@ -80,15 +81,37 @@ def simulate(args) -> tuple[Path, object]:
     return bag, recording
 
 
-def run_node_and_replay(args, bag: Path):
-    """Start the node in a subprocess, replay the bag paced by its estimates, collect them."""
+@contextlib.contextmanager
+def node_and_replayer(command: list[str], log_path: Path, bag: Path, rate: float):
+    """Start a node as ``ros2 run`` would (``command``, output to ``log_path``) and, in this
+    process, a collector node and a bag replayer (``rate``: 0 = at the estimator's pace) on
+    one executor; yields (collector, replayer, executor); stops the node and ROS after."""
     import rclpy
-    from geometry_msgs.msg import TwistStamped
     from rclpy.executors import SingleThreadedExecutor
 
     from focus_ros.ros.replay_node import BagReplayer
 
     environment = ros_environment()
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(command, env=environment, stdout=log, stderr=subprocess.STDOUT)
+        rclpy.init()
+        try:
+            collector = rclpy.create_node("focus_ros_demo")
+            replayer = BagReplayer(bag=str(bag), rate=rate)
+            executor = SingleThreadedExecutor()
+            executor.add_node(collector)
+            executor.add_node(replayer)
+            yield collector, replayer, executor
+        finally:
+            process.terminate()
+            process.wait(timeout=10)
+            rclpy.try_shutdown()
+
+
+def run_node_and_replay(args, bag: Path):
+    """Start the node in a subprocess, replay the bag paced by its estimates, collect them."""
+    from geometry_msgs.msg import TwistStamped
+
     share = Path(__file__).resolve().parents[2] / "config" / "davis240c.yaml"
     node_log = args.output / "angular_velocity_node.log"
     executable = Path(sys.executable).parent / "angular_velocity_node"
@@ -96,27 +119,15 @@ def run_node_and_replay(args, bag: Path):
                "-p", f"loss:={args.loss}", "-p", "qos_reliability:=reliable", "-p", "queue_policy:=all"]
     print(f"[2/4] starting the node: angular_velocity_node --ros-args --params-file {share.name} "
           f"-r events:=/dvs/events -p loss:={args.loss} -p queue_policy:=all")
-    with open(node_log, "wb") as log:
-        process = subprocess.Popen(command, env=environment, stdout=log, stderr=subprocess.STDOUT)
-        rclpy.init()
-        estimates = []
-        try:
-            collector = rclpy.create_node("focus_ros_demo")
-            collector.create_subscription(TwistStamped, "/angular_velocity", estimates.append, 1000)
-            replayer = BagReplayer(bag=str(bag), rate=0.0)
-            executor = SingleThreadedExecutor()
-            executor.add_node(collector)
-            executor.add_node(replayer)
-            print("[3/4] replaying the bag onto /dvs/events, /dvs/imu, /dvs/camera_info at the estimator's pace ...")
-            started = time.monotonic()
-            replayer.play(executor)
-            wall = time.monotonic() - started
-            print(f"      {replayer.published_events:,} events in {wall:.1f} s "
-                  f"({replayer.published_events / wall / 1e6:.2f} Mev/s through ROS), {len(estimates)} estimates")
-        finally:
-            process.terminate()
-            process.wait(timeout=10)
-            rclpy.try_shutdown()
+    estimates = []
+    with node_and_replayer(command, node_log, bag, rate=0.0) as (collector, replayer, executor):
+        collector.create_subscription(TwistStamped, "/angular_velocity", estimates.append, 1000)
+        print("[3/4] replaying the bag onto /dvs/events, /dvs/imu, /dvs/camera_info at the estimator's pace ...")
+        started = time.monotonic()
+        replayer.play(executor)
+        wall = time.monotonic() - started
+        print(f"      {replayer.published_events:,} events in {wall:.1f} s "
+              f"({replayer.published_events / wall / 1e6:.2f} Mev/s through ROS), {len(estimates)} estimates")
     t_ns = np.array([m.header.stamp.sec * NANOSECONDS_PER_SECOND + m.header.stamp.nanosec for m in estimates])
     omega = np.array([[m.twist.angular.x, m.twist.angular.y, m.twist.angular.z] for m in estimates])
     return t_ns, omega.reshape(-1, 3), node_log

@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -98,14 +97,10 @@ def simulate_slider(args):
 
 def run_depth_node_and_replay(args, bag: Path, expected: int):
     """Start depth_node, replay the bag in real time, collect clouds and colour depth maps."""
-    import rclpy
-    from rclpy.executors import SingleThreadedExecutor
     from sensor_msgs.msg import Image, PointCloud2
 
-    from focus_ros.ros.demo import ros_environment
-    from focus_ros.ros.replay_node import BagReplayer
+    from focus_ros.ros.demo import node_and_replayer
 
-    environment = ros_environment()
     params = Path(__file__).resolve().parents[2] / "config" / "depth_davis240c.yaml"
     node_log = args.output / "depth_node.log"
     overrides = [f"keyframe_events:={args.keyframe_events}", "qos_reliability:=reliable",
@@ -117,29 +112,17 @@ def run_depth_node_and_replay(args, bag: Path, expected: int):
     print(f"[depth 2/4] starting the node: depth_node --ros-args --params-file {params.name} "
           f"-r events:=/dvs/events -r pose:=/optitrack/davis -p {' -p '.join(overrides)}")
     clouds, pictures = [], []
-    with open(node_log, "wb") as log:
-        process = subprocess.Popen(command, env=environment, stdout=log, stderr=subprocess.STDOUT)
-        rclpy.init()
-        try:
-            collector = rclpy.create_node("focus_ros_depth_demo")
-            collector.create_subscription(PointCloud2, "/depth/points", clouds.append, 100)
-            collector.create_subscription(Image, "/depth/image_color", pictures.append, 100)
-            replayer = BagReplayer(bag=str(bag), rate=1.0)
-            executor = SingleThreadedExecutor()
-            executor.add_node(collector)
-            executor.add_node(replayer)
-            print("[depth 3/4] replaying the bag onto /dvs/events, /dvs/camera_info, /optitrack/davis in real time ...")
-            started = time.monotonic()
-            replayer.play(executor)
-            deadline = time.monotonic() + 30.0   # the last keyframes: computed, then flushed after 1 s idle
-            while len(clouds) < expected and time.monotonic() < deadline:
-                executor.spin_once(timeout_sec=0.1)
-            print(f"      {replayer.published_events:,} events in {time.monotonic() - started:.1f} s, "
-                  f"{len(clouds)} point clouds back (of {expected} keyframes)")
-        finally:
-            process.terminate()
-            process.wait(timeout=10)
-            rclpy.try_shutdown()
+    with node_and_replayer(command, node_log, bag, rate=1.0) as (collector, replayer, executor):
+        collector.create_subscription(PointCloud2, "/depth/points", clouds.append, 100)
+        collector.create_subscription(Image, "/depth/image_color", pictures.append, 100)
+        print("[depth 3/4] replaying the bag onto /dvs/events, /dvs/camera_info, /optitrack/davis in real time ...")
+        started = time.monotonic()
+        replayer.play(executor)
+        deadline = time.monotonic() + 30.0   # the last keyframes: computed, then flushed after 1 s idle
+        while len(clouds) < expected and time.monotonic() < deadline:
+            executor.spin_once(timeout_sec=0.1)
+        print(f"      {replayer.published_events:,} events in {time.monotonic() - started:.1f} s, "
+              f"{len(clouds)} point clouds back (of {expected} keyframes)")
     return clouds, pictures, node_log
 
 
