@@ -73,6 +73,28 @@ def test_trajectory_segment_interpolates_like_the_whole_trajectory():
         np.testing.assert_array_equal(a, b)
 
 
+def test_params_file_lists_every_parameter_with_its_default():
+    """config/depth_davis240c.yaml is the reference list: every declared parameter, nothing
+    unknown (rclpy would ignore a misspelt one silently), defaults as declared."""
+    import yaml
+
+    from focus_ros.ros.depth_node import DEPTH_PARAMETERS, PARAMETERS
+    from focus_ros.ros.event_input import PARAMETERS as INPUT_PARAMETERS
+
+    def flatten(tree, prefix=""):
+        for key, value in tree.items():
+            if isinstance(value, dict):
+                yield from flatten(value, prefix + key + ".")
+            else:
+                yield prefix + key, value
+
+    listed = dict(flatten(yaml.safe_load(PARAMS_FILE.read_text())["/**"]["ros__parameters"]))
+    declared = {**INPUT_PARAMETERS, **PARAMETERS, **DEPTH_PARAMETERS}
+    assert sorted(listed) == sorted(declared)
+    assert {name: value for name, value in listed.items() if not name.startswith("calibration.")} == \
+        {name: spec[0] for name, spec in declared.items() if not name.startswith("calibration.")}
+
+
 # ============================================================================ through ROS
 
 
