@@ -187,8 +187,9 @@ def events_between(recording, t_first_ns, t_last_ns) -> Events:
     return recording.events[int(np.searchsorted(t, t_first_ns)):int(np.searchsorted(t, t_last_ns))]
 
 
-def test_depth_image_follows_rep118_and_matches_the_cloud(ros, slider):
-    ros.start("-p", "keyframe_events:=60000", "-p", "camera_info_timeout_s:=0.2")
+@pytest.mark.parametrize("points_frame", ["world", "camera"])
+def test_depth_image_follows_rep118_and_matches_the_cloud(ros, slider, points_frame):
+    ros.start("-p", "keyframe_events:=60000", "-p", "camera_info_timeout_s:=0.2", "-p", f"points_frame:={points_frame}")
     clouds = ros.collect(PointCloud2, "/depth/points")
     images = ros.collect(Image, "/depth/image")
     confidences = ros.collect(Image, "/depth/confidence")
@@ -202,7 +203,8 @@ def test_depth_image_follows_rep118_and_matches_the_cloud(ros, slider):
     cloud, image, confidence = clouds[0], images[0], confidences[0]
     assert image.encoding == "32FC1" and (image.height, image.width) == (180, 240)
     assert image.header.stamp == cloud.header.stamp == confidence.header.stamp
-    assert image.header.frame_id == "dvs" and cloud.header.frame_id == "world"
+    assert image.header.frame_id == "dvs"
+    assert cloud.header.frame_id == ("world" if points_frame == "world" else "dvs")
     depth = depth_messages.decode_float_image(image)
     known = np.isfinite(depth)
     fields = depth_messages.decode_point_cloud(cloud)
@@ -210,19 +212,23 @@ def test_depth_image_follows_rep118_and_matches_the_cloud(ros, slider):
     assert known.sum() == cloud.width > 100
     assert np.all(depth[known] > 0)
     np.testing.assert_array_equal(np.sort(depth[known]), np.sort(fields["depth"]))
-    # back-projecting the depth image with the reference pose gives the cloud (world frame)
+    # every point is the back-projection of one known pixel of the depth image (moved with the
+    # reference pose in the world frame): project it back and compare
     calibration = slider.calibration
     stamp_ns = cloud.header.stamp.sec * 1_000_000_000 + cloud.header.stamp.nanosec
     world_from_camera = Trajectory.from_poses(slider.poses).world_from_camera(stamp_ns)
-    rows, columns = np.nonzero(known)
-    z = depth[rows, columns].astype(np.float64)
-    camera = np.column_stack([(columns - calibration.cx) / calibration.fx * z,
-                              (rows - calibration.cy) / calibration.fy * z, z])
-    world = camera @ world_from_camera[:3, :3].T + world_from_camera[:3, 3]
-    xyz = np.column_stack([fields["x"], fields["y"], fields["z"]])
-    order_image = np.lexsort(world.T)
-    order_cloud = np.lexsort(xyz.T)
-    np.testing.assert_allclose(xyz[order_cloud], world[order_image], atol=1e-4)
+    xyz = np.column_stack([fields["x"], fields["y"], fields["z"]]).astype(np.float64)
+    camera = (xyz - world_from_camera[:3, 3]) @ world_from_camera[:3, :3] if points_frame == "world" else xyz
+    columns = np.round(calibration.fx * camera[:, 0] / camera[:, 2] + calibration.cx).astype(int)
+    rows = np.round(calibration.fy * camera[:, 1] / camera[:, 2] + calibration.cy).astype(int)
+    hit = np.zeros_like(known)
+    hit[rows, columns] = True
+    assert np.array_equal(hit, known) and len(set(zip(rows, columns))) == cloud.width
+    np.testing.assert_allclose(camera[:, 2], depth[rows, columns], rtol=1e-5)
+    np.testing.assert_allclose(camera[:, 0], (columns - calibration.cx) / calibration.fx * depth[rows, columns],
+                               atol=1e-4)
+    np.testing.assert_allclose(camera[:, 1], (rows - calibration.cy) / calibration.fy * depth[rows, columns],
+                               atol=1e-4)
     # confidence: 32FC1, finite wherever there is a depth
     assert confidence.encoding == "32FC1"
     assert np.all(np.isfinite(depth_messages.decode_float_image(confidence)[known]))
