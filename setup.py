@@ -30,6 +30,7 @@ setup(
             "angular_velocity_node = focus_ros.ros.angular_velocity_node:main",
             "replay_node = focus_ros.ros.replay_node:main",
             "optical_flow_node = focus_ros.ros.optical_flow_node:main",
+            "depth_node = focus_ros.ros.depth_node:main",
         ],
     },
 )

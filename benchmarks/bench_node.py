@@ -1,30 +1,42 @@
-"""End-to-end speed of angular_velocity_node through ROS 2 (issue 5's benchmark).
+"""End-to-end speed of angular_velocity_node through ROS 2, with a driver-like publisher.
 
-The node runs as `ros2 run` starts it (a subprocess, its entry point, its default
-parameters); this script publishes 30,000-event windows over loopback as serialized
-dvs_msgs/EventArray (5,000 events per message) and listens to /angular_velocity.
+Three processes, as on a robot: the node as `ros2 run` starts it (its entry point, its
+default parameters; its estimator in a process of its own unless --thread), a publisher
+process that behaves like libcaer_driver, and this script listening to the results.
 
-Sources (--source): "simulated" (default): consecutive windows of the simulator's dataset-
-like rotation at its fastest (8.0-9.5 s of the `rotation` preset, seed 0, up to 700 deg/s
-per axis), so that the motion changes from window to window as in a real sequence;
-"slice": the real boxes_rotation slice repeated with shifted timestamps (every window the
-same: the warm start is already at the optimum, the least work possible).
+- Events: consecutive 30,000-event windows of the simulated rotation at its fastest
+  (8.0-9.5 s of the `rotation` preset, seed 0, up to 700 deg/s per axis; --source slice:
+  the real boxes_rotation slice repeated, every window the same).
+- Latency (warm-up): the first windows one at a time from this script; time from
+  publishing a window's last message to receiving its TwistStamped (median).
+- Sustained: the publisher process sends the rest as pre-serialized dvs_msgs/EventArray
+  messages, one every `--message-ms` ms (1 ms, as libcaer_driver) holding the events of that
+  millisecond at the boxes_rotation peak rate (30,000 events per 5.5 ms: 5,455 per message),
+  on time (it sleeps until each message is due, no busy wait), best-effort QoS like the
+  drivers; it reports its own CPU use and how late it published. The node processes what
+  it can (queue_policy newest) and reports in /diagnostics: windows completed, windows
+  estimated, estimator ms per window (measured where the estimator runs: wall and CPU time),
+  latency.
+- Offline: the same windows through the same estimator in this process, one after the
+  other (median ms per window): the in-node / offline ratio compares the two, in wall time
+  and in CPU time (the work itself; on a loaded machine the wall times of the node run and
+  of the offline run are taken under different loads, the CPU times much less so).
 
-- latency: one window at a time; from publishing the window's last message to receiving
-  its TwistStamped (median);
-- sustained: the following windows published back to back at the boxes_rotation peak rate
-  (30,000 events per 5.5 ms, whatever their own time span); the node processes what it can
-  and skips to the newest window otherwise. Sustained rate = events of processed windows /
-  elapsed time; the ratio to the peak rate says whether it keeps up (>= 1: real time).
+    .venv/bin/python benchmarks/bench_node.py --losses variance --runs 5
+    .venv/bin/python benchmarks/bench_node.py            # every loss once
 
-    .venv/bin/python benchmarks/bench_node.py [--losses variance gradient_magnitude ...] [--source slice]
+Prints one Markdown row per run and, with --runs > 1, a summary per loss (median and range).
+State the machine's load when quoting numbers (`uptime` is printed at the start and end).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import pickle
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -33,53 +45,112 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "test"))
 
-import rclpy  # noqa: E402
-from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
-from dvs_msgs.msg import EventArray  # noqa: E402
-from geometry_msgs.msg import TwistStamped  # noqa: E402
-from rclpy.executors import SingleThreadedExecutor  # noqa: E402
-
-from focus_ros import transport  # noqa: E402
-from focus_ros.events import Events  # noqa: E402
-from focus_ros.sources.ecd import read_ecd_folder  # noqa: E402
-from focus_ros.losses import LOSSES  # noqa: E402
-from ros_harness import NodeProcess, ros_environment, spin_until  # noqa: E402
-
 SLICE = ROOT.parent / "shared" / "data" / "ec_slices" / "boxes_rotation"
-PEAK_RATE = 30000 / 5.5e-3  # events/s at the boxes_rotation peak
-MESSAGE_EVENTS = 5000
+WINDOW_EVENTS = 30000
+PEAK_RATE = WINDOW_EVENTS / 5.5e-3  # events/s at the boxes_rotation peak
+LATENCY_WINDOWS = 8
 
 
-def encode_windows(windows: list[Events]) -> list[list[bytes]]:
-    return [[transport.encode_event_array(window[s:s + MESSAGE_EVENTS], 180, 240, "dvs")
-             for s in range(0, len(window), MESSAGE_EVENTS)] for window in windows]
+# ----------------------------------------------------------------------------- publisher process
+def publish(path: str, message_s: float) -> int:
+    """The driver-like publisher: wait for the node, then one message every message_s on time."""
+    import rclpy
+    from dvs_msgs.msg import EventArray
+    from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+    with open(path, "rb") as file:
+        messages = pickle.load(file)
+    rclpy.init()
+    node = rclpy.create_node("bench_driver")
+    qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1000, reliability=ReliabilityPolicy.BEST_EFFORT)
+    publisher = node.create_publisher(EventArray, "/dvs/events", qos)
+    deadline = time.monotonic() + 30.0
+    while publisher.get_subscription_count() == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.0)  # discovery settles both ways
+    cpu_start, wall_start = time.process_time(), time.monotonic()
+    lateness = []
+    for index, message in enumerate(messages):
+        due = wall_start + index * message_s
+        delay = due - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        lateness.append(time.monotonic() - due)
+        publisher.publish(message)
+    wall = time.monotonic() - wall_start
+    cpu = time.process_time() - cpu_start
+    lateness.sort()
+    print(json.dumps(dict(messages=len(messages), wall_s=wall, cpu_s=cpu,
+                          late_median_ms=1e3 * lateness[len(lateness) // 2], late_max_ms=1e3 * lateness[-1])),
+          flush=True)
+    node.destroy_node()
+    rclpy.shutdown()
+    return 0
 
 
-def slice_windows(count: int) -> list[Events]:
-    """The boxes_rotation slice `count` times, each copy shifted after the previous."""
+# ----------------------------------------------------------------------------- benchmark
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time (s) of a process so far (0 when unknown)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def slice_windows(count: int):
+    from focus_ros.events import Events
+    from focus_ros.sources.ecd import read_ecd_folder
+
     events = read_ecd_folder(SLICE).events
     span = int(events.t[-1] - events.t[0]) + 1000
     return [Events(events.x, events.y, events.t + k * span, events.p) for k in range(count)]
 
 
-def simulated_windows() -> list[Events]:
+def simulated_windows():
     """Consecutive 30,000-event windows of the simulated rotation at its fastest."""
     from focus_ros.sources.simulator import make_preset
     from focus_ros.windows import count_windows
 
     recording = make_preset("rotation", 10.0, 0).simulate(start_s=8.0, end_s=9.5)
-    return list(count_windows([recording.events], 30000))
+    return list(count_windows([recording.events], WINDOW_EVENTS))
 
 
-def measure(loss: str, polarity: bool, windows: list[list[bytes]], latency_windows: int, log_dir: Path,
-            optimizer: str | None = None):
+def offline_ms_per_window(windows, loss: str, polarity: bool) -> tuple[float, float]:
+    """Median wall and CPU ms per window of the node's estimator settings on the windows, in this process."""
+    from focus_ros.camera import Calibration
+    from focus_ros.estimators.angular_velocity import AngularVelocityEstimator, real_time_settings
+
+    estimator = AngularVelocityEstimator(Calibration.davis240c(), real_time_settings(loss=loss, use_polarity=polarity))
+    estimator.estimate(windows[0])
+    estimator.reset()
+    times, cpu_times = [], []
+    for window in windows:
+        started, started_cpu = time.perf_counter(), time.thread_time()
+        estimator.estimate(window)
+        times.append(time.perf_counter() - started)
+        cpu_times.append(time.thread_time() - started_cpu)
+    return 1e3 * statistics.median(times), 1e3 * statistics.median(cpu_times)
+
+
+def measure(loss: str, polarity: bool, windows, message_s: float, log_dir: Path, thread: bool) -> dict:
+    import rclpy
+    from diagnostic_msgs.msg import DiagnosticArray
+    from dvs_msgs.msg import EventArray
+    from geometry_msgs.msg import TwistStamped
+    from rclpy.executors import SingleThreadedExecutor
+
+    from focus_ros import transport
+    from focus_ros.events import Events
+    from ros_harness import NodeProcess, ros_environment, spin_until
+
     env = ros_environment()
     os.environ.update({k: env[k] for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE")})
     node = NodeProcess([str(Path(sys.executable).parent / "angular_velocity_node"), "--ros-args", "--params-file",
                         str(ROOT / "config" / "davis240c.yaml"), "-r", "events:=/dvs/events",
                         "-p", "camera_info_timeout_s:=0.2", "-p", f"loss:={loss}",
                         "-p", f"use_polarity:={'true' if polarity else 'false'}",
-                        *(["-p", f"optimizer:={optimizer}"] if optimizer else [])],
+                        *(["-p", "estimator_process:=false"] if thread else [])],
                        env, log_dir / f"node_{loss}_{polarity}.log")
     context = rclpy.Context()
     rclpy.init(context=context)
@@ -87,79 +158,151 @@ def measure(loss: str, polarity: bool, windows: list[list[bytes]], latency_windo
     executor = SingleThreadedExecutor(context=context)
     executor.add_node(client)
     estimates, diagnostics = [], []
-    client.create_subscription(TwistStamped, "/angular_velocity", lambda m: estimates.append(time.monotonic()), 1000)
+    client.create_subscription(TwistStamped, "/angular_velocity", lambda m: estimates.append(
+        (time.monotonic(), m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec)), 1000)
     client.create_subscription(DiagnosticArray, "/diagnostics", diagnostics.append, 10)
     publisher = client.create_publisher(EventArray, "/dvs/events", 1000)
+    publisher_process = None
     try:
         if not spin_until(executor, lambda: publisher.get_subscription_count() > 0, 30):
             raise RuntimeError("node did not subscribe: " + node.log())
         spin_until(executor, lambda: False, 1.0)
-        total_windows = len(windows)
-        # warm-up (numba compile from cache) + latency, one window at a time
+        # warm-up (estimator process start, Numba cache) + latency, one window at a time
         latencies = []
-        for index in range(latency_windows + 2):
+        for index in range(LATENCY_WINDOWS + 2):
             count = len(estimates)
-            for message in windows[index]:
-                publisher.publish(message)
+            window = windows[index]
+            for start in range(0, len(window), 5000):
+                publisher.publish(transport.encode_event_array(window[start:start + 5000], 180, 240, "dvs"))
             sent = time.monotonic()
-            if not spin_until(executor, lambda: len(estimates) > count, 30, step_s=0.0005):
+            if not spin_until(executor, lambda: len(estimates) > count, 60, step_s=0.0005):
                 raise RuntimeError("no estimate: " + node.log())
             if index >= 2:
-                latencies.append(estimates[-1] - sent)
-        # sustained, at the camera's peak rate
-        first_estimate = len(estimates)
+                latencies.append(estimates[-1][0] - sent)
+        # sustained: the driver-like publisher in its own process
+        sustained = Events.concatenate(windows[LATENCY_WINDOWS + 2:])
+        per_message = int(round(PEAK_RATE * message_s))
+        messages = [transport.encode_event_array(sustained[start:start + per_message], 180, 240, "dvs")
+                    for start in range(0, len(sustained), per_message)]
+        path = log_dir / "messages.pickle"
+        with open(path, "wb") as file:
+            pickle.dump(messages, file)
+        first_t, last_t = int(sustained.t[0]), int(sustained.t[-1])
         reports_before = len(diagnostics)
-        start = time.monotonic()
-        published_windows = 0
-        for index in range(latency_windows + 2, total_windows):
-            due = start + published_windows * 5.5e-3
-            delay = due - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)  # not a busy loop: the node shares these 2 cores
-            for message in windows[index]:
-                publisher.publish(message)
-            published_windows += 1
-        spin_until(executor, lambda: False, 1.0)
-        elapsed = published_windows * 5.5e-3
-        processed = len(estimates) - first_estimate
-        reports = [{kv.key: kv.value for kv in d.status[0].values} for d in diagnostics[reports_before:]]
-        processing = [float(r["processing_ms_per_window"]) for r in reports
-                      if r.get("processing_ms_per_window", "nan") != "nan"]
-        return dict(latency_ms=1e3 * statistics.median(latencies), processed=processed,
-                    processing_ms=max(processing) if processing else float("nan"),
-                    published=published_windows, sustained=processed * 30000 / elapsed)
+        def reported_pid():
+            return int({kv.key: kv.value for kv in diagnostics[-1].status[0].values}.get("estimator_process_pid", 0))
+
+        if not thread:  # a report naming the estimator process
+            spin_until(executor, lambda: reported_pid() > 0, 3.0)
+        worker_pid = reported_pid()
+        cpu_before = {name: cpu_seconds(pid) for name, pid in (("node", node.process.pid), ("worker", worker_pid))}
+        publisher_process = subprocess.Popen([sys.executable, __file__, "--publish", str(path),
+                                              "--message-ms", str(message_s * 1e3)],
+                                             env=env, stdout=subprocess.PIPE, text=True)
+        while publisher_process.poll() is None:
+            executor.spin_once(timeout_sec=0.05)
+        cpu_used = {name: cpu_seconds(pid) - cpu_before[name]
+                    for name, pid in (("node", node.process.pid), ("worker", worker_pid))}
+        spin_until(executor, lambda: False, 1.5)  # the last windows and a diagnostics report
+        publisher_report = json.loads(publisher_process.stdout.read().strip().splitlines()[-1])
+        # CPU shares over the publishing phase (before it, the node only waited)
+        cpu_used = {name: seconds / publisher_report["wall_s"] for name, seconds in cpu_used.items()}
+        processed = sum(1 for _, stamp in estimates if first_t <= stamp <= last_t)
+        published_windows = len(sustained) // WINDOW_EVENTS
+        reports = [{kv.key: kv.value for kv in d.status[0].values} for d in diagnostics[reports_before:]
+                   if d.status and d.status[0].name.startswith("angular_velocity_node")]
+        before = {kv.key: kv.value for kv in diagnostics[reports_before - 1].status[0].values}
+        after = reports[-1]
+        # (a report without the key: another node on this ROS domain, e.g. a test run elsewhere)
+        completed = int(after.get("windows_completed", 0)) - int(before.get("windows_completed", 0))
+
+        def median_of(key):
+            values = [float(r[key]) for r in reports if r.get(key, "nan") != "nan"]
+            return statistics.median(values) if values else float("nan")
+
+        offline, offline_cpu = offline_ms_per_window(windows[LATENCY_WINDOWS + 2:], loss, polarity)
+        in_node, in_node_cpu = median_of("processing_ms_per_window"), median_of("processing_cpu_ms_per_window")
+        return dict(loss=loss, polarity=polarity, latency_ms=1e3 * statistics.median(latencies),
+                    node_latency_ms=median_of("latency_ms"), processed=processed, completed=completed,
+                    published=published_windows, ratio=processed / published_windows,
+                    in_node_ms=in_node, round_trip_ms=median_of("round_trip_ms_per_window"),
+                    offline_ms=offline, in_node_over_offline=in_node / offline,
+                    in_node_cpu_ms=in_node_cpu, offline_cpu_ms=offline_cpu, cpu_ratio=in_node_cpu / offline_cpu,
+                    publisher_cpu=publisher_report["cpu_s"] / publisher_report["wall_s"],
+                    publisher_late_median_ms=publisher_report["late_median_ms"],
+                    publisher_late_max_ms=publisher_report["late_max_ms"],
+                    messages=publisher_report["messages"], node_cpu=cpu_used["node"],
+                    worker_cpu=cpu_used["worker"])
     finally:
+        if publisher_process is not None and publisher_process.poll() is None:
+            publisher_process.kill()
         node.stop()
         executor.shutdown()
         client.destroy_node()
         rclpy.shutdown(context=context)
 
 
+ROW = ("| {loss} | {mode} | {ratio:.2f} | {processed} / {published} ({completed}) | {in_node_ms:.2f} | "
+       "{offline_ms:.2f} | {in_node_over_offline:.2f} | {in_node_cpu_ms:.2f} / {offline_cpu_ms:.2f} = "
+       "{cpu_ratio:.2f} | {round_trip_ms:.2f} | {node_latency_ms:.1f} | "
+       "{latency_ms:.1f} | {publisher_cpu:.0%} | {publisher_late_median_ms:.2f} / {publisher_late_max_ms:.1f} | "
+       "{node_cpu:.0%} / {worker_cpu:.0%} |")
+HEADER = ("| loss | polarity | ratio to peak | windows estimated / published (completed in node) | "
+          "in-node estimator ms/window | offline ms/window | in-node / offline | CPU ms in-node / offline | "
+          "round trip ms | latency ms (node, sustained) | latency ms (one window) | publisher CPU | publisher late ms "
+          "(median / max) | CPU node / estimator process |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+
+
+def summary(results: list[dict]) -> str:
+    def spread(key, digits=2):
+        values = [r[key] for r in results]
+        return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}–{max(values):.{digits}f})"
+
+    return (f"| {results[0]['loss']} | {len(results)} | {spread('ratio')} | {spread('in_node_ms')} | "
+            f"{spread('offline_ms')} | {spread('in_node_over_offline')} | {spread('cpu_ratio')} | "
+            f"{spread('node_latency_ms', 1)} | {spread('publisher_cpu')} |")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--losses", nargs="*", default=None, help="default: every loss")
+    parser.add_argument("--runs", type=int, default=1, help="runs per loss; > 1 prints a median/range summary")
     parser.add_argument("--source", choices=("simulated", "slice"), default="simulated")
-    parser.add_argument("--latency-windows", type=int, default=10)
-    parser.add_argument("--optimizer", default=None, help="node optimizer parameter (default: the node's)")
+    parser.add_argument("--message-ms", type=float, default=1.0, help="publisher period (ms), 1 as libcaer_driver")
+    parser.add_argument("--thread", action="store_true", help="node estimator in a thread (estimator_process false)")
+    parser.add_argument("--publish", help=argparse.SUPPRESS)  # internal: run as the publisher process
     args = parser.parse_args()
+    if args.publish:
+        return publish(args.publish, args.message_ms / 1e3)
+    from focus_ros.losses import LOSSES
+
     if args.source == "slice" and not (SLICE / "events.txt").exists():
         print(f"needs the real slice at {SLICE}")
         return 1
-    windows = encode_windows(simulated_windows() if args.source == "simulated" else slice_windows(300))
+    windows = simulated_windows() if args.source == "simulated" else slice_windows(130)
     losses = args.losses or list(LOSSES)
-    print(f"angular_velocity_node (optimizer {args.optimizer or 'default'}), {len(windows)} windows of 30,000 "
-          f"events ({args.source}) over ROS 2 loopback; peak rate {PEAK_RATE / 1e6:.2f} Mev/s")
-    print("| loss | polarity | latency (ms, median) | node ms per window (estimator) | "
-          "windows processed / published | sustained (Mev/s) | ratio to peak |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    print(f"uptime: {os.popen('uptime').read().strip()}")
+    print(f"angular_velocity_node (estimator in a {'thread' if args.thread else 'process'}), {len(windows)} windows "
+          f"of 30,000 events ({args.source}); peak {PEAK_RATE / 1e6:.2f} Mev/s in {args.message_ms:g}-ms messages")
+    print(HEADER, flush=True)
+    results = {}
     with tempfile.TemporaryDirectory() as log_dir:
         for loss in losses:
             polarity = "without" not in LOSSES[loss].polarity_modes
-            result = measure(loss, polarity, windows, args.latency_windows, Path(log_dir), args.optimizer)
-            print(f"| {loss} | {'with' if polarity else 'without'} | {result['latency_ms']:.1f} | "
-                  f"{result['processing_ms']:.1f} | "
-                  f"{result['processed']} / {result['published']} | {result['sustained'] / 1e6:.2f} | "
-                  f"{result['sustained'] / PEAK_RATE:.2f} |", flush=True)
+            for _ in range(args.runs):
+                try:
+                    result = measure(loss, polarity, windows, args.message_ms / 1e3, Path(log_dir), args.thread)
+                except RuntimeError as error:
+                    print(f"| {loss} | run failed: {str(error).splitlines()[0]} |", flush=True)
+                    continue
+                results.setdefault(loss, []).append(result)
+                print(ROW.format(mode="with" if polarity else "without", **result), flush=True)
+    if args.runs > 1:
+        print("\n| loss | runs | ratio to peak | in-node ms/window | offline ms/window | in-node / offline | "
+              "in-node / offline CPU | latency ms | publisher CPU |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for runs in results.values():
+            print(summary(runs))
+    print(f"uptime: {os.popen('uptime').read().strip()}")
     return 0
 
 

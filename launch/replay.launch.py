@@ -19,7 +19,7 @@ from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument
 from launch.conditions import IfCondition
-from launch.substitutions import LaunchConfiguration
+from launch.substitutions import LaunchConfiguration, PythonExpression
 from launch_ros.actions import Node
 
 
@@ -50,7 +50,22 @@ def generate_launch_description():
                          "loss": LaunchConfiguration("loss"),
                      }],
                      remappings=[("events", LaunchConfiguration("events"))])
-    rviz = Node(package="rviz2", executable="rviz2", name="rviz2",
-                arguments=["-d", os.path.join(share, "config", "focus.rviz")],
+
+    # depth:=true also starts depth_node on the bag's events, camera_info and poses, and rviz
+    # shows its point cloud too (config/depth.rviz):
+    #   ros2 launch focus_ros replay.launch.py bag:=/data/slider_depth.bag depth:=true rate:=0.5
+    depth_arguments = [
+        DeclareLaunchArgument("depth", default_value="false", description="also start depth_node"),
+        DeclareLaunchArgument("pose", default_value="/optitrack/davis", description="PoseStamped topic in the bag"),
+        DeclareLaunchArgument("depth_params_file", default_value=os.path.join(share, "config", "depth_davis240c.yaml"),
+                              description="depth_node parameters (YAML)"),
+    ]
+    depth = Node(package="focus_ros", executable="depth_node", name="depth_node", output="screen",
+                 parameters=[LaunchConfiguration("depth_params_file")],
+                 remappings=[("events", LaunchConfiguration("events")), ("pose", LaunchConfiguration("pose"))],
+                 condition=IfCondition(LaunchConfiguration("depth")))
+    rviz_config = PythonExpression(["'", os.path.join(share, "config", ""), "' + ('depth.rviz' if '",
+                                    LaunchConfiguration("depth"), "'.lower() == 'true' else 'focus.rviz')"])
+    rviz = Node(package="rviz2", executable="rviz2", name="rviz2", arguments=["-d", rviz_config],
                 condition=IfCondition(LaunchConfiguration("rviz")))
-    return LaunchDescription(arguments + [replay, estimator, rviz])
+    return LaunchDescription(arguments + depth_arguments + [replay, estimator, depth, rviz])

@@ -301,3 +301,43 @@ def test_unusable_parameters_stop_the_node_with_one_line(tmp_path):
     error_lines = [line for line in result.stderr.splitlines() if "error" in line]
     assert len(error_lines) == 1 and "loss 'sharpness' is not one of" in error_lines[0]
     assert "gradient_magnitude" in error_lines[0]
+
+
+def test_a_dead_estimator_process_is_reported_and_restarted(ros):
+    """The estimator runs in a process of its own: killed, it is restarted, the node says so
+    in its log and /diagnostics, and later windows are estimated again."""
+    import os
+    import signal
+
+    node = ros.start("-r", "events:=/dvs/events", "-p", "camera_info_timeout_s:=0.3", "-p", "window_events:=10000",
+                     "-p", "queue_policy:=all")
+    estimates = ros.collect(TwistStamped, "/angular_velocity")
+    diagnostics = ros.collect(DiagnosticArray, "/diagnostics")
+    events = boxes_events()
+    publish_event_array(ros, events)
+    assert spin_until(ros.executor, lambda: len(estimates) >= 3, 60.0), node.log()
+
+    def values():
+        return {kv.key: kv.value for kv in diagnostics[-1].status[0].values} if diagnostics else {}
+
+    diagnostics.clear()
+    assert spin_until(ros.executor, lambda: int(values().get("estimator_process_pid", 0)) > 0, 5.0)
+    pid = int(values()["estimator_process_pid"])
+    assert pid != node.process.pid
+    os.kill(pid, signal.SIGKILL)
+    later = Events(events.x, events.y, events.t + 1_000_000_000, events.p)
+    count = len(estimates)
+    for _ in range(3):  # the window in progress when the worker died may be lost
+        publish_event_array(ros, later)
+        later = Events(later.x, later.y, later.t + 1_000_000_000, later.p)
+        if spin_until(ros.executor, lambda: len(estimates) >= count + 2, 30.0):
+            break
+    assert len(estimates) >= count + 2, node.log()
+    assert node.alive()
+    log = node.log()
+    assert re.search(rf"estimator process \(pid {pid}\) stopped \(killed by signal 9\).*restarting", log), log
+    assert "Traceback" not in log
+    diagnostics.clear()
+    assert spin_until(ros.executor, lambda: diagnostics, 5.0)
+    assert int(values()["worker_restarts"]) == 1
+    assert int(values()["estimator_process_pid"]) not in (0, pid)

@@ -9,6 +9,7 @@ the same estimates for the same windows.
 from __future__ import annotations
 
 import csv
+import re
 import subprocess
 
 import numpy as np
@@ -72,17 +73,22 @@ def replay_through_node(bag, recording, env, collector, executor, tmp_path):
 
 
 def check_estimates(estimates, node_log, bag, recording, env, tmp_path):
+    # every window is estimated; one may be withheld as a doubtful optimum (the 60-ms window
+    # in which omega crosses zero: the estimator's recovery finds two optima there, 95 deg/s
+    # off without it) and is then missing here exactly as in the offline run below
     expected_windows = len(recording.events) // WINDOW_EVENTS
-    assert len(estimates) == expected_windows, (len(estimates), expected_windows, node_log)
+    withheld = len(re.findall("doubtful optimum", node_log))
+    assert withheld <= 1 and len(estimates) == expected_windows - withheld, (len(estimates), expected_windows,
+                                                                             node_log)
     t_ns = np.array([m.header.stamp.sec * 10**9 + m.header.stamp.nanosec for m in estimates])
     omega = np.array([[m.twist.angular.x, m.twist.angular.y, m.twist.angular.z] for m in estimates])
     error_deg_s = np.degrees(omega - ground_truth_at(recording, t_ns))
     rms = np.sqrt(np.mean(error_deg_s ** 2, axis=0))
     median = np.median(np.abs(error_deg_s), axis=0)
     # Offline on this sequence (peak 300 deg/s) the engine is within ~2 deg/s of the truth in
-    # almost every window; two windows dominate the RMS: the first, cold-started from 0 at
-    # ~340 deg/s, and the 60-ms window in which omega crosses zero (constant-velocity model),
-    # together ~20 deg/s RMS per axis. Through ROS nothing may be lost, shifted or rescaled:
+    # almost every window; without the recovery of doubtful windows two windows dominated the
+    # RMS: the first, cold-started from 0 at ~340 deg/s, and the 60-ms window in which omega
+    # crosses zero (constant-velocity model), together ~20 deg/s RMS per axis. Through ROS nothing may be lost, shifted or rescaled:
     # a deg/s output would be 57x off, a dropped or shifted window tens of deg/s per window.
     assert np.all(median < 3.0), median     # 1 % of the peak
     assert np.all(rms < 30.0), rms          # 10 % of the peak
@@ -93,7 +99,7 @@ def check_estimates(estimates, node_log, bag, recording, env, tmp_path):
                             capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 0, result.stderr
     with open(output) as handle:
-        rows = list(csv.DictReader(handle))
+        rows = [row for row in csv.DictReader(handle) if row["degenerate"] == "0"]
     assert len(rows) == len(estimates)
     offline_t_ns = np.array([round(float(row["t_ref"]) * 1e9) for row in rows])
     offline = np.array([[float(row["wx"]), float(row["wy"]), float(row["wz"])] for row in rows])

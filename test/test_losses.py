@@ -38,8 +38,9 @@ def smooth_abs(values, options=OPTIONS):
     return (np.logaddexp(k * values, -k * values) - math.log(2.0)) / k
 
 
-def blur(image, sigma):
-    return ndimage.gaussian_filter(image, sigma, mode="constant", truncate=OPTIONS.gaussian_truncate_sigmas)
+def blur(image, sigma, truncate=None):
+    return ndimage.gaussian_filter(image, sigma, mode="constant",
+                                   truncate=OPTIONS.gaussian_truncate_sigmas if truncate is None else truncate)
 
 
 def sobel_x(image):
@@ -201,7 +202,8 @@ REFERENCES = {
     "laplacian_magnitude": lambda image: np.sum(laplace(image) ** 2),
     "hessian_magnitude": reference_hessian,
     "difference_of_gaussians": lambda image: np.sum(
-        (blur(image, OPTIONS.dog_sigma1_px) - blur(image, OPTIONS.dog_sigma_ratio * OPTIONS.dog_sigma1_px)) ** 2),
+        (blur(image, OPTIONS.dog_sigma1_px, OPTIONS.dog_truncate_sigmas)
+         - blur(image, OPTIONS.dog_sigma_ratio * OPTIONS.dog_sigma1_px, OPTIONS.dog_truncate_sigmas)) ** 2),
     "laplacian_of_gaussian": reference_log,
     "variance_of_laplacian": lambda image: np.var(laplace(image)),
     "variance_of_gradient": lambda image: np.var(np.sqrt(

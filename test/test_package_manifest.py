@@ -30,7 +30,8 @@ ROSDEP_KEYS = {
     "catkin_pkg": "python3-catkin-pkg-modules",  # the rosdep-line test (what rosdep crawls with)
     "rclpy": "rclpy", "rcl_interfaces": "rcl_interfaces", "ament_index_python": "ament_index_python",
     "builtin_interfaces": "builtin_interfaces", "std_msgs": "std_msgs", "sensor_msgs": "sensor_msgs",
-    "geometry_msgs": "geometry_msgs", "diagnostic_msgs": "diagnostic_msgs", "dvs_msgs": "dvs_msgs",
+    "geometry_msgs": "geometry_msgs", "diagnostic_msgs": "diagnostic_msgs", "nav_msgs": "nav_msgs",
+    "dvs_msgs": "dvs_msgs",
     "event_camera_msgs": "event_camera_msgs", "launch": "launch", "launch_ros": "launch_ros",
 }
 RUN_TAGS = ("depend", "exec_depend")

@@ -53,7 +53,17 @@ class AngularVelocitySettings:
     (the line through the last two estimates, evaluated at this window's t_ref: constant
     angular acceleration; see :func:`real_time_settings`);
     blur_sigma_px: Gaussian blur (px) of the IWE before the loss, 0 = none, None = the
-    loss's default (:func:`default_blur_sigma_px`).
+    loss's default (:func:`default_blur_sigma_px`);
+    recovery: check every window's optimum and recover doubtful ones. A window is doubtful
+    when it started cold (no warm start) or when its focus improvement over omega = 0,
+    (score - score_at_zero) / |score_at_zero|, is below ``doubt_ratio`` times the median of
+    the last ``doubt_history`` accepted windows' (a wrong optimum barely sharpens the image).
+    It is then solved again coarse to fine: first on the middle 1/``recovery_sub_window`` of
+    its events (a shorter time span widens the basin of the optimum), from the warm start and
+    from 0, then on the whole window from the better of the two; the higher focus wins. When
+    the second solve confirms the first (within ``agreement_rad_s``) the window is fine (e.g.
+    omega crossing zero, where no motion means little gain); when they disagree and the
+    winner is still doubtful, the window is reported degenerate instead of published.
     """
 
     loss: str = "variance"
@@ -70,6 +80,11 @@ class AngularVelocitySettings:
     loss_options: object = None
     blur_sigma_px: float | None = None
     warm_start: str = "previous"
+    recovery: bool = True
+    doubt_ratio: float = 0.5
+    agreement_rad_s: float = 0.2
+    doubt_history: int = 16
+    recovery_sub_window: int = 4
 
 
 def real_time_settings(**changes) -> AngularVelocitySettings:
@@ -116,6 +131,10 @@ class WindowEstimate:
     converged: bool = False
     degenerate: bool = False
     message: str = ""
+    #: focus improvement over omega = 0: (score - score_at_zero) / |score_at_zero|
+    improvement: float = math.nan
+    #: the first solve looked doubtful (cold start or low improvement) and was checked again
+    recovered: bool = False
 
 
 def reference_time_ns(events: Events, t_ref: str) -> int:
@@ -128,6 +147,19 @@ def reference_time_ns(events: Events, t_ref: str) -> int:
     if t_ref == "end":
         return last
     return first + (last - first) // 2
+
+
+@dataclass
+class _Solution:
+    """One optimizer run on the window the objective holds: the optimum, its score, the
+    score at the start, the optimizer's result, the evaluation at the optimum, evaluations."""
+
+    omega: np.ndarray
+    score: float
+    score_at_start: float
+    result: object
+    final: object
+    evaluations: int
 
 
 def degeneracy_of(loss, use_polarity: bool) -> str:
@@ -179,6 +211,7 @@ class AngularVelocityEstimator:
         self._previous_end_ns: int | None = None
         self._previous_duration_ns: int = 0
         self._history: list[tuple[int, np.ndarray]] = []  # (t_ref ns, omega) of the last two windows
+        self._improvements: list[float] = []  # focus improvements of the last accepted windows (recovery)
 
     def _warm_start(self, events: Events, t_ref_ns: int) -> np.ndarray:
         """Where the next window's search starts: 0, the previous estimate, or (warm_start
@@ -217,7 +250,72 @@ class AngularVelocityEstimator:
             self._remember(t_ref_ns, None)
             return WindowEstimate(t_ref_ns, nan3, math.nan, math.nan, math.nan, start, 0, 0, 0, 0,
                                   degenerate=True, message=reason)
+        cold = initial is None and (self.previous is None or not start.any())
         self.objective.set_events(events, t_ref_ns, int(events.t[0]))
+        sign = self.loss.sign
+        solution = self._solve(start)
+        evaluation_count = solution.evaluations
+        score_at_initial = solution.score_at_start
+        if start.any():
+            score_at_zero = sign * self.objective.value(np.zeros(3))
+            evaluation_count += 1
+        else:
+            score_at_zero = score_at_initial
+        improvement = self._improvement(solution.score, score_at_zero)
+        recovered = False
+        disagreement = 0.0
+        if settings.recovery and math.isfinite(solution.score) and (cold or self._doubtful(improvement)):
+            recovered = True
+            for candidate in self._recover(events, t_ref_ns, start):
+                evaluation_count += candidate.evaluations
+                disagreement = max(disagreement, float(np.linalg.norm(candidate.omega - solution.omega)))
+                if candidate.score > solution.score:
+                    solution = candidate
+            improvement = self._improvement(solution.score, score_at_zero)
+        omega, result, final = solution.omega, solution.result, solution.final
+        score = solution.score
+        message = result.message
+        degenerate = False
+        if not np.all(np.isfinite(omega)) or not math.isfinite(score):
+            degenerate, message = True, "optimizer produced a non-finite estimate"
+        elif np.linalg.norm(omega) > settings.max_angular_velocity:
+            degenerate = True
+            message = (f"estimate |omega| = {np.linalg.norm(omega):.1f} rad/s exceeds the limit "
+                       f"{settings.max_angular_velocity} rad/s (diverged)")
+        elif final.kept == 0:
+            degenerate, message = True, "every event is warped outside the image"
+        elif recovered and disagreement > settings.agreement_rad_s and self._doubtful(improvement):
+            degenerate = True
+            message = (f"doubtful optimum: focus improvement {improvement:.3g} far below the recent windows' "
+                       f"median {np.median(self._improvements):.3g}, and a coarse-to-fine search found another "
+                       f"optimum {disagreement:.2f} rad/s away")
+        self._previous_end_ns = int(events.t[-1])
+        self._previous_duration_ns = int(events.t[-1] - events.t[0])
+        if not degenerate and math.isfinite(improvement):
+            self._improvements = (self._improvements + [improvement])[-max(settings.doubt_history, 1):]
+        # a doubtful window keeps its best estimate as the next warm start (better than none)
+        usable = np.all(np.isfinite(omega)) and np.linalg.norm(omega) <= settings.max_angular_velocity
+        self._remember(t_ref_ns, omega if usable and final.kept else None)
+        return WindowEstimate(t_ref_ns, nan3 if degenerate else omega, score, score_at_initial,
+                              score_at_zero, start, result.iterations, evaluation_count,
+                              final.kept, final.dropped, converged=result.converged,
+                              degenerate=degenerate, message=message, improvement=improvement,
+                              recovered=recovered)
+
+    @staticmethod
+    def _improvement(score: float, score_at_zero: float) -> float:
+        if not (math.isfinite(score) and math.isfinite(score_at_zero)) or score_at_zero == 0:
+            return math.nan
+        return (score - score_at_zero) / abs(score_at_zero)
+
+    def _doubtful(self, improvement: float) -> bool:
+        """Focus improvement far below the recent windows' (needs 3 of them to compare)."""
+        if len(self._improvements) < 3 or not math.isfinite(improvement):
+            return False
+        return improvement < self.settings.doubt_ratio * float(np.median(self._improvements))
+
+    def _solve(self, start: np.ndarray) -> "_Solution":
+        """Maximise the focus of the window the objective holds, from ``start``."""
         sign = self.loss.sign
         evaluated = {}  # omega bytes -> Evaluation: the start and the result are not evaluated twice
 
@@ -230,15 +328,8 @@ class AngularVelocityEstimator:
             evaluated[key] = evaluation
             return evaluation
 
-        initial_evaluation = evaluate(start)
-        evaluation_count = 1
-        score_at_initial = sign * initial_evaluation.value
-        if start.any():
-            score_at_zero = sign * self.objective.value(np.zeros(3))
-            evaluation_count += 1
-        else:
-            score_at_zero = score_at_initial
-        scale = abs(score_at_initial) if score_at_initial != 0 and math.isfinite(score_at_initial) else 1.0
+        score_at_start = sign * evaluate(start).value
+        scale = abs(score_at_start) if score_at_start != 0 and math.isfinite(score_at_start) else 1.0
 
         def cost(omega):
             evaluation = evaluate(np.asarray(omega, dtype=np.float64))
@@ -247,28 +338,27 @@ class AngularVelocityEstimator:
         # (the previous window's inverse-Hessian estimate is not passed on: measured on the
         # real slices, it reflects the gradient noise of bilinear voting at the end of a
         # solve and made BFGS slower, CG no faster; see focus_ros.optimize)
-        result = minimize(cost, start, settings.optimizer, settings.optimizer_settings)
+        result = minimize(cost, start, self.settings.optimizer, self.settings.optimizer_settings)
         omega = np.asarray(result.x, dtype=np.float64)
         final = evaluate(omega, with_gradient=False)
-        evaluation_count += len(evaluated) - 1
-        score = sign * final.value
-        message = result.message
-        degenerate = False
-        if not np.all(np.isfinite(omega)) or not math.isfinite(score):
-            degenerate, message = True, "optimizer produced a non-finite estimate"
-        elif np.linalg.norm(omega) > settings.max_angular_velocity:
-            degenerate = True
-            message = (f"estimate |omega| = {np.linalg.norm(omega):.1f} rad/s exceeds the limit "
-                       f"{settings.max_angular_velocity} rad/s (diverged)")
-        elif final.kept == 0:
-            degenerate, message = True, "every event is warped outside the image"
-        self._previous_end_ns = int(events.t[-1])
-        self._previous_duration_ns = int(events.t[-1] - events.t[0])
-        self._remember(t_ref_ns, None if degenerate else omega)
-        return WindowEstimate(t_ref_ns, nan3 if degenerate else omega, score, score_at_initial,
-                              score_at_zero, start, result.iterations, evaluation_count,
-                              final.kept, final.dropped, converged=result.converged,
-                              degenerate=degenerate, message=message)
+        return _Solution(omega, sign * final.value, score_at_start, result, final, len(evaluated))
+
+    def _recover(self, events: Events, t_ref_ns: int, start: np.ndarray) -> list["_Solution"]:
+        """Coarse to fine: solve the middle 1/k of the window (its shorter span widens the
+        basin of the optimum) from the warm start and from 0, then the whole window from the
+        better of the two. Leaves the objective holding the whole window."""
+        count = len(events)
+        part = max(count // max(self.settings.recovery_sub_window, 1), self.settings.min_events)
+        first = min(max(0, int(np.searchsorted(events.t, t_ref_ns)) - part // 2), count - part)
+        middle = events[first:first + part]
+        self.objective.set_events(middle, t_ref_ns, int(middle.t[0]))
+        starts = [start] + ([np.zeros(3)] if start.any() else [])
+        coarse = [self._solve(candidate) for candidate in starts]
+        best = max(coarse, key=lambda solution: solution.score if math.isfinite(solution.score) else -math.inf)
+        self.objective.set_events(events, t_ref_ns, int(events.t[0]))
+        refined = self._solve(best.omega if np.all(np.isfinite(best.omega)) else start)
+        refined.evaluations += sum(solution.evaluations for solution in coarse)
+        return [refined]
 
     def with_settings(self, **changes) -> "AngularVelocityEstimator":
         """A new estimator with some settings changed (same calibration)."""

@@ -52,12 +52,13 @@ def hessian_magnitude(image: np.ndarray, options: LossOptions) -> tuple[float, n
 
 
 def _squared_band_pass(image: np.ndarray, sigma1_px: float, sigma2_px: float, gain: float,
-                       options: LossOptions) -> tuple[float, np.ndarray]:
-    """Σ (gain · (G_σ1 ∗ I − G_σ2 ∗ I))² and its gradient 2 gain (G_σ1 − G_σ2) ∗ response."""
-    truncate = options.gaussian_truncate_sigmas
+                       truncate: float) -> tuple[float, np.ndarray]:
+    """Σ (gain · (G_σ1 ∗ I − G_σ2 ∗ I))² and its gradient 2 gain (G_σ1 − G_σ2) ∗ response,
+    kernels cut at ``truncate`` σ."""
     response = gaussian_blur(image, sigma1_px, truncate)
     response -= gaussian_blur(image, sigma2_px, truncate)
-    response *= gain
+    if gain != 1.0:
+        response *= gain
     gradient = gaussian_blur(response, sigma1_px, truncate)
     gradient -= gaussian_blur(response, sigma2_px, truncate)
     gradient *= 2.0 * gain
@@ -65,9 +66,10 @@ def _squared_band_pass(image: np.ndarray, sigma1_px: float, sigma2_px: float, ga
 
 
 def difference_of_gaussians(image: np.ndarray, options: LossOptions) -> tuple[float, np.ndarray]:
-    """Σ ((G_σ1 − G_σ2) ∗ I)², σ1 = 1 px, σ2 = 3 σ1 (Supp. Sec. K, Eq. (67))."""
+    """Σ ((G_σ1 − G_σ2) ∗ I)², σ1 = 1 px, σ2 = 3 σ1 (Supp. Sec. K, Eq. (67)), Gaussians cut at
+    ``dog_truncate_sigmas`` (3 σ)."""
     sigma1 = options.dog_sigma1_px
-    return _squared_band_pass(image, sigma1, options.dog_sigma_ratio * sigma1, 1.0, options)
+    return _squared_band_pass(image, sigma1, options.dog_sigma_ratio * sigma1, 1.0, options.dog_truncate_sigmas)
 
 
 def laplacian_of_gaussian(image: np.ndarray, options: LossOptions) -> tuple[float, np.ndarray]:
@@ -77,7 +79,8 @@ def laplacian_of_gaussian(image: np.ndarray, options: LossOptions) -> tuple[floa
     """
     sigma = options.log_sigma_px
     ratio = options.log_sigma_ratio
-    return _squared_band_pass(image, ratio * sigma, sigma, 1.0 / ((ratio - 1.0) * sigma * sigma), options)
+    return _squared_band_pass(image, ratio * sigma, sigma, 1.0 / ((ratio - 1.0) * sigma * sigma),
+                              options.gaussian_truncate_sigmas)
 
 
 def _variance_and_slope(values: np.ndarray) -> tuple[float, np.ndarray]:

@@ -26,6 +26,10 @@ class LossOptions:
       (Eq. (17): "σ_M ≈ 1 pixel").
     - ``dog_sigma1_px`` (px), ``dog_sigma_ratio``: DoG = G_σ1 − G_σ2 with
       σ2 = ratio · σ1 (Supp. Sec. K: σ1 = 1 px, σ2 = 3 σ1).
+    - ``dog_truncate_sigmas``: the DoG's two Gaussians are cut at 3 σ (radius
+      ``int(3 σ + 0.5)``: 7 and 19 taps instead of 9 and 25 at ``gaussian_truncate_sigmas``;
+      the tails left out hold 0.27 % of each kernel's mass, renormalised). Its four 1-D
+      passes per value+gradient were the one loss over the 1-ms budget (BENCHMARKS.md).
     - ``log_sigma_px`` (px), ``log_sigma_ratio``: LoG approximated by a DoG with
       σ2 = 1.6 σ1 (Supp. Sec. K), scaled by 1 / ((ratio − 1) σ1²) so that it
       approximates ∇²G_σ1 ∗ I.
@@ -57,6 +61,7 @@ class LossOptions:
     spatial_weight_sigma_px: float = 1.0
     dog_sigma1_px: float = 1.0
     dog_sigma_ratio: float = 3.0
+    dog_truncate_sigmas: float = 3.0
     log_sigma_px: float = 1.0
     log_sigma_ratio: float = 1.6
     gaussian_truncate_sigmas: float = 4.0

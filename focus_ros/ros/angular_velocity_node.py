@@ -15,13 +15,17 @@ Events come in through :class:`~focus_ros.ros.event_input.EventInput` (subscript
 decoding, stream guard, calibration from camera_info or parameters, input diagnostics),
 shared with the other nodes.
 
-Keeping up: the subscription callback only decodes and buffers; a worker thread runs the
-optimisation (Numba releases the GIL). When windows complete faster than they are
-processed, the worker skips to the newest complete window, keeps the warm start, and
-counts the skipped windows as dropped (``queue_policy: newest``, for live use); with
-``queue_policy: all`` (bag evaluation) it processes every window in order, dropping the
+Keeping up: the subscription callback only decodes, checks and cuts windows, and hands each
+complete window to the estimator through shared memory; the estimator runs in a process of
+its own (``estimator_process``, default; see focus_ros.estimators.worker) so that its time
+per window does not depend on the executor thread, and a worker thread of the node collects
+its results and publishes them. A dead estimator process is restarted and counted. When
+windows complete faster than they are estimated, the newest one is taken, the warm start
+kept, and the skipped ones counted as dropped (``queue_policy: newest``, for live use); with
+``queue_policy: all`` (bag evaluation) every window is processed in order, dropping the
 oldest only beyond ``max_pending_windows``. Events held before a calibration is known are
-bounded by ``max_buffered_events``.
+bounded by ``max_buffered_events``. ``/diagnostics`` says whether the node keeps up:
+``processed_ratio``, ``processing_ms_per_window`` (and its CPU time), ``latency_ms``.
 """
 
 from __future__ import annotations
@@ -43,9 +47,10 @@ from sensor_msgs.msg import Image
 from focus_ros.camera import Calibration
 from focus_ros.estimators.angular_velocity import (ROTATION_WARPS, T_REF_CHOICES, WARM_STARTS,
                                                    AngularVelocityEstimator, AngularVelocitySettings,
-                                                   real_time_settings)
+                                                   degeneracy_of, real_time_settings)
+from focus_ros.estimators.worker import EstimatorProcess, InlineEstimator, WorkerDied
 from focus_ros.iwe import KERNELS
-from focus_ros.losses import LOSSES
+from focus_ros.losses import LOSSES, get_loss
 from focus_ros.optimize import OPTIMIZERS
 from focus_ros.ros import messages
 from focus_ros.ros.entry_point import run_node
@@ -92,6 +97,9 @@ PARAMETERS = {
                         {"float_range": (0.0, 1.0)}),
     "warm_start": (REAL_TIME.warm_start, "extrapolate (from the last two estimates) or previous (the last "
                    "estimate, the paper's)", {}),
+    "estimator_process": (True, "run the estimator in a process of its own, fed through shared memory (true: "
+                          "its time per window does not depend on the executor thread's load) or in a thread "
+                          "of the node (false)", {"read_only": True}),
     "image_rate_hz": (5.0, "IWE images per second at most (only while subscribed); 0 = never",
                       {"float_range": (0.0, 1000.0)}),
     "frame_id": ("", "output frame; empty = the frame of the events", {}),
@@ -116,14 +124,19 @@ class AngularVelocityNode(FocusNode):
 
         self._lock = threading.Condition()
         self._calibration: Calibration | None = None
-        self._estimator: AngularVelocityEstimator | None = None
+        self._engine = None                # EstimatorProcess or InlineEstimator, built by the worker thread
+        self._engine_stale = True          # the engine must be (re)configured before the next window
+        self._engine_reset = False         # the warm start must be forgotten before the next window
+        self._configuring = False          # the worker thread is (re)configuring the engine
         self._windows = None               # CountWindowCutter or DurationWindowCutter, once configured
         self._pending = deque()            # complete windows waiting for the worker: (window, receive time)
+        self._submitted = deque()          # handed to the estimator: (window, receive time, submit time)
         self._last_image_time = 0.0
         self._settings_changed = False
-        self._stats = dict(windows_processed=0, windows_dropped=0, degenerate_windows=0,
-                           last_latency_ms=float("nan"), last_iterations=0, last_focus_gain=float("nan"),
-                           processing_s_since_report=0.0, windows_since_report=0)
+        self._stats = dict(windows_completed=0, windows_processed=0, windows_dropped=0, windows_lost=0,
+                           degenerate_windows=0, worker_restarts=0, last_latency_ms=float("nan"),
+                           last_iterations=0, last_focus_gain=float("nan"))
+        self._period = dict(estimator_s=[], estimator_cpu_s=[], round_trip_s=[], latency_s=[])  # since last report
         self._running = True
 
         self._twist_publisher = self.create_publisher(TwistStamped, "angular_velocity", 10)
@@ -204,51 +217,167 @@ class AngularVelocityNode(FocusNode):
         """Window and queue one guarded batch (executor thread)."""
         with self._lock:
             if self._settings_changed:
-                self._reconfigure()
-            if self._windows is None:
-                return  # the first settings were not usable (logged)
+                self._apply_settings()
             if batch.restart:
                 self._windows.reset()
                 self._pending.clear()
-                self._estimator.reset()
+                self._engine_reset = True
             # queue policy "newest": at most one window waits (the newest); "all": up to max_pending_windows
             limit = 1 if self.get_parameter("queue_policy").value == "newest" else \
                 self.get_parameter("max_pending_windows").value
             for window in self._windows.push(batch.events):
+                self._stats["windows_completed"] += 1
                 self._pending.append((window, batch.received_s))
                 if len(self._pending) > limit:
                     self._pending.popleft()
                     self._stats["windows_dropped"] += 1
             if self._pending:
+                self._submit_pending()
                 self._lock.notify()
+
+    def _submit_pending(self) -> None:
+        """Hand queued windows to the estimator while it has room (lock held; executor or worker
+        thread). Straight from the executor thread, so that the estimator process starts on a
+        window without waiting for the worker thread to get the GIL back."""
+        engine = self._engine
+        if engine is None or self._engine_stale or self._engine_reset or self._configuring:
+            return
+        newest = self.get_parameter("queue_policy").value == "newest"
+        while self._pending and engine.can_submit() and engine.in_flight < 2:
+            window, received = self._pending[0]
+            if not engine.fits(len(window)):
+                return  # the worker thread grows the shared slots
+            self._pending.popleft()
+            engine.submit(window, images=self._images_wanted(), skippable=newest)
+            self._submitted.append((window, received, time.monotonic()))
+
+    def _apply_settings(self) -> None:
+        """New parameters or calibration: new windows now, the engine before the next window (lock held)."""
+        self._settings_changed = False
+        self._windows = self._make_windows()
+        self._pending.clear()
+        self._engine_stale = True
+        settings = self._estimator_settings()
+        reason = degeneracy_of(get_loss(settings.loss), settings.use_polarity)
+        if reason:
+            self.get_logger().error(f"loss '{settings.loss}': {reason}")
+        self.get_logger().info(f"estimating with loss '{settings.loss}', polarity {settings.use_polarity}, "
+                               f"windows of {self._window_description()}")
 
     # ----------------------------------------------------------------- work
     def _work(self) -> None:
-        """Worker thread: estimate the newest complete window, publish, repeat."""
+        """Worker thread: keep the estimator configured and fed, collect its results, publish."""
+        try:  # start the estimator now (imports, compiled code), configured once the calibration is known
+            self._prepare_engine(Calibration.davis240c(), self._estimator_settings(), True, False)
+        except Exception as error:  # noqa: BLE001 - started again once the calibration is known
+            self.get_logger().warning(f"estimator not started yet: {error}")
         while self._running:
             with self._lock:
-                self._lock.wait_for(lambda: not self._running or self._pending or
-                                    (self._settings_changed and self._calibration is not None), timeout=0.5)
+                engine = self._engine
+                busy = engine is not None and engine.in_flight > 0
+                if not busy:
+                    self._lock.wait_for(lambda: not self._running or self._pending or self._engine_reset or
+                                        (self._engine is not None and self._engine.in_flight > 0) or
+                                        (self._calibration is not None and
+                                         (self._settings_changed or self._engine_stale)), timeout=0.5)
                 if not self._running:
                     return
                 if self._settings_changed and self._calibration is not None:
-                    self._reconfigure()
-                if not self._pending:
-                    continue
-                window, received = self._pending.popleft()
-                estimator = self._estimator
-            self._update_gap_limit(window)
+                    self._apply_settings()
+                configure = (self._engine_stale or self._engine is None) and self._calibration is not None
+                reset = self._engine_reset
+                self._engine_stale = self._engine_stale and not configure
+                self._engine_reset = False
+                self._configuring = configure or reset  # no window goes in meanwhile
+                calibration = self._calibration
+                settings = self._estimator_settings() if configure else None
             try:
-                started = time.monotonic()
-                estimate = estimator.estimate(window)
+                if configure or reset:
+                    try:
+                        self._prepare_engine(calibration, settings, configure, reset)
+                    finally:
+                        with self._lock:
+                            self._configuring = False
+                self._feed_large_window()
                 with self._lock:
-                    self._stats["processing_s_since_report"] += time.monotonic() - started
-                    self._stats["windows_since_report"] += 1
-                self._publish(estimate, received, estimator)
+                    self._submit_pending()
+                engine = self._engine
+                if engine is None or engine.in_flight == 0:
+                    continue
+                result = engine.collect(timeout_s=0.2)
+                if result is None:
+                    continue
+                with self._lock:
+                    window, received, submitted = self._submitted.popleft()
+                    self._submit_pending()
+            except WorkerDied as error:
+                if not self._running:
+                    return
+                self._restart_engine(error)
+                continue
             except Exception as error:  # noqa: BLE001 - a bad window must not kill the node
                 if not self.context.ok():
                     return  # shutting down: publishers are gone
                 self._warn_once("estimate_failed", f"estimation failed on a window: {error}")
+                with self._lock:
+                    if self._engine is not None and len(self._submitted) > self._engine.in_flight:
+                        self._submitted.popleft()
+                continue
+            if result.estimate is None:  # skipped by the estimator for a newer window
+                with self._lock:
+                    self._stats["windows_dropped"] += 1
+                continue
+            self._update_gap_limit(window)
+            self._publish(result, received, time.monotonic() - submitted)
+
+    def _feed_large_window(self) -> None:
+        """A window larger than the shared slots: submitted from here, once nothing is in flight."""
+        engine = self._engine
+        with self._lock:
+            if (engine is None or not self._pending or engine.fits(len(self._pending[0][0]))
+                    or engine.in_flight or self._engine_stale or self._engine_reset or self._configuring):
+                return
+            window, received = self._pending.popleft()
+        engine.submit(window, images=self._images_wanted())
+        with self._lock:
+            self._submitted.append((window, received, time.monotonic()))
+
+    def _prepare_engine(self, calibration, settings, configure: bool, reset: bool) -> None:
+        """Start the estimator (process or inline) or bring it up to date (worker thread)."""
+        if self._engine is None:
+            if self.get_parameter("estimator_process").value:
+                engine = EstimatorProcess(calibration, settings)
+                self.get_logger().info(f"estimator running in process {engine.pid}")
+            else:
+                engine = InlineEstimator(calibration, settings)
+            with self._lock:
+                self._engine = engine
+            return
+        if configure:
+            try:
+                self._engine.configure(calibration, settings)
+            except ValueError as error:  # checked when set; kept as a last resort
+                self.get_logger().error(f"settings not usable: {error}; keeping the previous ones")
+        if reset:
+            self._engine.reset()
+
+    def _restart_engine(self, error: Exception) -> None:
+        """The estimator process died: say so, count it, start a new one (worker thread)."""
+        with self._lock:
+            lost = len(self._submitted)
+            self._submitted.clear()
+            self._stats["windows_lost"] += lost
+            self._stats["worker_restarts"] += 1
+        self.get_logger().error(f"{error}: restarting it ({lost} window(s) in progress lost, warm start reset)")
+        try:
+            self._engine.restart()
+            self.get_logger().info(f"estimator running in process {self._engine.pid}")
+        except (WorkerDied, OSError) as again:
+            self.get_logger().error(f"could not restart the estimator process: {again}; retrying in 1 s")
+            self._engine.close()
+            with self._lock:
+                self._engine = None
+            time.sleep(1.0)
 
     def _update_gap_limit(self, window) -> None:
         """A gap longer than gap_reset_windows window durations restarts the windows too,
@@ -257,25 +386,6 @@ class AngularVelocityNode(FocusNode):
         if windows > 0 and len(window) > 1:
             self._input.set_gap_s(max(windows * window.duration_s, 1e-3))
 
-    def _reconfigure(self) -> None:
-        """(Re)build estimator and windows from the parameters (lock held)."""
-        self._settings_changed = False
-        settings = self._estimator_settings()
-        previous = self._estimator
-        try:
-            self._estimator = AngularVelocityEstimator(self._calibration, settings)
-        except ValueError as error:  # checked when set; kept as a last resort
-            self.get_logger().error(f"settings not usable: {error}; keeping the previous ones")
-            return
-        if previous is not None and not self._estimator.degenerate_reason:
-            self._estimator.previous = previous.previous  # keep the warm start across changes
-        self._windows = self._make_windows()
-        self._pending.clear()
-        if self._estimator.degenerate_reason:
-            self.get_logger().error(f"loss '{settings.loss}': {self._estimator.degenerate_reason}")
-        self.get_logger().info(f"estimating with loss '{settings.loss}', polarity {settings.use_polarity}, "
-                               f"windows of {self._window_description()}")
-
     def _window_description(self) -> str:
         duration = self.get_parameter("window_duration_s").value
         if duration > 0:
@@ -283,9 +393,14 @@ class AngularVelocityNode(FocusNode):
         return (f"{self.get_parameter('window_events').value} events, stride "
                 f"{self.get_parameter('window_stride_events').value or self.get_parameter('window_events').value}")
 
-    def _publish(self, estimate, received, estimator) -> None:
+    def _publish(self, result, received: float, round_trip_s: float) -> None:
+        estimate = result.estimate
         frame_id = self.get_parameter("frame_id").value or self._input.frame_id
         stamp = messages.time_from_ns(estimate.t_ref_ns)
+        with self._lock:
+            self._period["estimator_s"].append(result.estimator_s)
+            self._period["estimator_cpu_s"].append(result.estimator_cpu_s)
+            self._period["round_trip_s"].append(round_trip_s)
         if estimate.degenerate:
             with self._lock:
                 self._stats["degenerate_windows"] += 1
@@ -297,57 +412,74 @@ class AngularVelocityNode(FocusNode):
         twist.twist.angular.x, twist.twist.angular.y, twist.twist.angular.z = (
             float(v) for v in estimate.angular_velocity)
         self._twist_publisher.publish(twist)
-        latency_ms = (time.monotonic() - received) * 1e3
+        latency_s = time.monotonic() - received
         with self._lock:
             self._stats["windows_processed"] += 1
-            self._stats["last_latency_ms"] = latency_ms
+            self._stats["last_latency_ms"] = latency_s * 1e3
+            self._period["latency_s"].append(latency_s)
             self._stats["last_iterations"] = estimate.iterations
             self._stats["last_focus_gain"] = (estimate.score / estimate.score_at_zero
                                               if estimate.score_at_zero else float("nan"))
-        self._maybe_publish_images(estimator, estimate, stamp, frame_id)
+        if result.images is not None:
+            # both images share the compensated one's intensity scale
+            uncompensated, compensated = result.images
+            scale = saturation_scale(compensated)
+            for name, image in (("uncompensated", uncompensated), ("compensated", compensated)):
+                self._image_publishers[name].publish(messages.rgb_image(iwe_to_rgb(image, scale=scale), stamp,
+                                                                        frame_id))
 
-    def _maybe_publish_images(self, estimator, estimate, stamp, frame_id) -> None:
+    def _images_wanted(self) -> bool:
+        """True when IWE images are due (someone subscribes, image_rate_hz allows one now)."""
         rate = self.get_parameter("image_rate_hz").value
         now = time.monotonic()
         if rate <= 0 or now - self._last_image_time < 1.0 / rate:
-            return
-        wanted = {name: publisher for name, publisher in self._image_publishers.items()
-                  if publisher.get_subscription_count() > 0}
-        if not wanted:
-            return
+            return False
+        if not any(publisher.get_subscription_count() > 0 for publisher in self._image_publishers.values()):
+            return False
         self._last_image_time = now
-        # the objective still holds this window; both images share the compensated one's scale
-        images = {"uncompensated": estimator.objective.image(np.zeros(3)).image,
-                  "compensated": estimator.objective.image(estimate.angular_velocity).image}
-        scale = saturation_scale(images["compensated"])
-        for name, publisher in wanted.items():
-            publisher.publish(messages.rgb_image(iwe_to_rgb(images[name], scale=scale), stamp, frame_id))
+        return True
 
     # ----------------------------------------------------------------- diagnostics
     def _publish_diagnostics(self) -> None:
         inputs = self._input.diagnostics()
         with self._lock:
             stats = dict(self._stats)
-            self._stats["processing_s_since_report"] = 0.0
-            self._stats["windows_since_report"] = 0
+            period = {name: values[:] for name, values in self._period.items()}
+            for values in self._period.values():
+                values.clear()
         status = DiagnosticStatus(name=f"{self.get_name()}: angular velocity",
                                   hardware_id=frame_id_or(self._input.frame_id))
+        handled = stats["windows_processed"] + stats["degenerate_windows"]
         if inputs["calibration_source"] == "none":
             status.level, status.message = DiagnosticStatus.ERROR, "no calibration (camera_info or parameters)"
-        elif stats["windows_dropped"] > 0 and stats["windows_dropped"] >= stats["windows_processed"]:
+        elif stats["windows_dropped"] > 0 and stats["windows_dropped"] >= handled:
             status.level, status.message = DiagnosticStatus.WARN, "falling behind: most windows dropped"
+        elif stats["worker_restarts"] > 0 and self._engine is None:
+            status.level, status.message = DiagnosticStatus.ERROR, "estimator process not running"
         else:
             status.level, status.message = DiagnosticStatus.OK, "estimating"
+
+        def median_ms(values):
+            return 1e3 * float(np.median(values)) if values else float("nan")
+
         values = {
             **inputs,
+            "windows_completed": stats["windows_completed"],
             "windows_processed": stats["windows_processed"],
+            # windows estimated (published or found degenerate) per window completed, since the start
+            "processed_ratio": handled / stats["windows_completed"] if stats["windows_completed"] else float("nan"),
             "windows_dropped": stats["windows_dropped"],
+            "windows_lost": stats["windows_lost"],
             "degenerate_windows": stats["degenerate_windows"],
-            "latency_ms": stats["last_latency_ms"],
-            "processing_ms_per_window": (1e3 * stats["processing_s_since_report"] / stats["windows_since_report"]
-                                         if stats["windows_since_report"] else float("nan")),
+            # medians over the windows since the previous report
+            "processing_ms_per_window": median_ms(period["estimator_s"]),
+            "processing_cpu_ms_per_window": median_ms(period["estimator_cpu_s"]),
+            "round_trip_ms_per_window": median_ms(period["round_trip_s"]),
+            "latency_ms": median_ms(period["latency_s"]) if period["latency_s"] else stats["last_latency_ms"],
             "iterations": stats["last_iterations"],
             "focus_gain": stats["last_focus_gain"],
+            "estimator_process_pid": (self._engine.pid if self._engine is not None and self._engine.pid else 0),
+            "worker_restarts": stats["worker_restarts"],
         }
         status.values = [KeyValue(key=key, value=f"{value:.4g}" if isinstance(value, float) else str(value))
                          for key, value in values.items()]
@@ -360,7 +492,8 @@ class AngularVelocityNode(FocusNode):
             self._running = False
             self._lock.notify_all()
         self._worker.join(timeout=5.0)
-
+        if self._engine is not None:
+            self._engine.close()
 
 def frame_id_or(frame_id: str) -> str:
     return frame_id or "event_camera"

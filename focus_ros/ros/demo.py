@@ -1,4 +1,6 @@
-"""`make demo`: the whole system on an embedded default, in about a minute.
+"""`make demo`: the whole system on embedded defaults, in about two minutes.
+
+Angular velocity:
 
 1. simulate a short DAVIS240C rotation sequence with ground truth (the simulator's
    ``rotation_short`` preset) and write it as a ROS 2 bag (mcap);
@@ -8,12 +10,23 @@
 4. print the RMS error per axis against the ground truth, and write a plot of estimate
    vs ground truth and an image of warped events before/after compensation.
 
-    python -m focus_ros.ros.demo [--duration 1.5] [--output demo_output] [--loss variance]
+Depth:
+
+5. simulate the ``slider`` preset (camera sliding at 0.25 m/s in front of panels, with
+   depth ground truth) and write it as a ROS 2 bag (events, camera_info, poses);
+6. start ``depth_node`` as ``ros2 run`` would;
+7. replay the bag onto ROS 2 topics in real time, collect the published point clouds
+   (``depth/points``) and depth maps (``depth/image_color``);
+8. print the clouds' depth error against the ground truth (median relative error, share
+   within 5 %, points) and write a rendered view of the clouds and a depth map picture.
+
+    python -m focus_ros.ros.demo [--part all|rotation|depth] [--duration 1.5] [--output demo_output]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import subprocess
 import sys
@@ -31,7 +44,22 @@ def parse_arguments(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--loss", default="variance", help="focus loss (default variance)")
     parser.add_argument("--output", type=Path, default=Path("demo_output"), help="output folder")
+    parser.add_argument("--part", choices=("all", "rotation", "depth"), default="all",
+                        help="angular velocity, depth or both (default)")
+    parser.add_argument("--slider-duration", type=float, default=2.0, help="simulated seconds of the slider (default 2)")
+    parser.add_argument("--keyframe-events", type=int, default=300_000,
+                        help="events per depth keyframe (default 300000: ~0.75 s, 0.19 m of the simulated slider)")
     return parser.parse_args(argv)
+
+
+def ros_environment() -> dict:
+    """This process's environment for ROS 2 on loopback, in a domain of the demo's own
+    (the nodes it starts get the same)."""
+    environment = dict(os.environ)
+    environment.setdefault("ROS_DOMAIN_ID", str(60 + os.getpid() % 40))
+    environment.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    os.environ.update({key: environment[key] for key in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE")})
+    return environment
 
 
 def simulate(args) -> tuple[Path, object]:
@@ -53,18 +81,37 @@ def simulate(args) -> tuple[Path, object]:
     return bag, recording
 
 
-def run_node_and_replay(args, bag: Path):
-    """Start the node in a subprocess, replay the bag paced by its estimates, collect them."""
+@contextlib.contextmanager
+def node_and_replayer(command: list[str], log_path: Path, bag: Path, rate: float):
+    """Start a node as ``ros2 run`` would (``command``, output to ``log_path``) and, in this
+    process, a collector node and a bag replayer (``rate``: 0 = at the estimator's pace) on
+    one executor; yields (collector, replayer, executor); stops the node and ROS after."""
     import rclpy
-    from geometry_msgs.msg import TwistStamped
     from rclpy.executors import SingleThreadedExecutor
 
     from focus_ros.ros.replay_node import BagReplayer
 
-    environment = dict(os.environ)
-    environment.setdefault("ROS_DOMAIN_ID", str(60 + os.getpid() % 40))
-    environment.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-    os.environ.update({key: environment[key] for key in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE")})
+    environment = ros_environment()
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(command, env=environment, stdout=log, stderr=subprocess.STDOUT)
+        rclpy.init()
+        try:
+            collector = rclpy.create_node("focus_ros_demo")
+            replayer = BagReplayer(bag=str(bag), rate=rate)
+            executor = SingleThreadedExecutor()
+            executor.add_node(collector)
+            executor.add_node(replayer)
+            yield collector, replayer, executor
+        finally:
+            process.terminate()
+            process.wait(timeout=10)
+            rclpy.try_shutdown()
+
+
+def run_node_and_replay(args, bag: Path):
+    """Start the node in a subprocess, replay the bag paced by its estimates, collect them."""
+    from geometry_msgs.msg import TwistStamped
+
     share = Path(__file__).resolve().parents[2] / "config" / "davis240c.yaml"
     node_log = args.output / "angular_velocity_node.log"
     executable = Path(sys.executable).parent / "angular_velocity_node"
@@ -72,27 +119,15 @@ def run_node_and_replay(args, bag: Path):
                "-p", f"loss:={args.loss}", "-p", "qos_reliability:=reliable", "-p", "queue_policy:=all"]
     print(f"[2/4] starting the node: angular_velocity_node --ros-args --params-file {share.name} "
           f"-r events:=/dvs/events -p loss:={args.loss} -p queue_policy:=all")
-    with open(node_log, "wb") as log:
-        process = subprocess.Popen(command, env=environment, stdout=log, stderr=subprocess.STDOUT)
-        rclpy.init()
-        estimates = []
-        try:
-            collector = rclpy.create_node("focus_ros_demo")
-            collector.create_subscription(TwistStamped, "/angular_velocity", estimates.append, 1000)
-            replayer = BagReplayer(bag=str(bag), rate=0.0)
-            executor = SingleThreadedExecutor()
-            executor.add_node(collector)
-            executor.add_node(replayer)
-            print("[3/4] replaying the bag onto /dvs/events, /dvs/imu, /dvs/camera_info at the estimator's pace ...")
-            started = time.monotonic()
-            replayer.play(executor)
-            wall = time.monotonic() - started
-            print(f"      {replayer.published_events:,} events in {wall:.1f} s "
-                  f"({replayer.published_events / wall / 1e6:.2f} Mev/s through ROS), {len(estimates)} estimates")
-        finally:
-            process.terminate()
-            process.wait(timeout=10)
-            rclpy.try_shutdown()
+    estimates = []
+    with node_and_replayer(command, node_log, bag, rate=0.0) as (collector, replayer, executor):
+        collector.create_subscription(TwistStamped, "/angular_velocity", estimates.append, 1000)
+        print("[3/4] replaying the bag onto /dvs/events, /dvs/imu, /dvs/camera_info at the estimator's pace ...")
+        started = time.monotonic()
+        replayer.play(executor)
+        wall = time.monotonic() - started
+        print(f"      {replayer.published_events:,} events in {wall:.1f} s "
+              f"({replayer.published_events / wall / 1e6:.2f} Mev/s through ROS), {len(estimates)} estimates")
     t_ns = np.array([m.header.stamp.sec * NANOSECONDS_PER_SECOND + m.header.stamp.nanosec for m in estimates])
     omega = np.array([[m.twist.angular.x, m.twist.angular.y, m.twist.angular.z] for m in estimates])
     return t_ns, omega.reshape(-1, 3), node_log
@@ -168,9 +203,16 @@ def write_plots(recording, t_ns, omega, plot_path: Path, images_path: Path, loss
 def main(argv=None) -> int:
     args = parse_arguments(argv)
     args.output.mkdir(parents=True, exist_ok=True)
-    bag, recording = simulate(args)
-    t_ns, omega, node_log = run_node_and_replay(args, bag)
-    return report(args, recording, t_ns, omega, node_log)
+    status = 0
+    if args.part in ("all", "rotation"):
+        bag, recording = simulate(args)
+        t_ns, omega, node_log = run_node_and_replay(args, bag)
+        status = report(args, recording, t_ns, omega, node_log)
+    if args.part in ("all", "depth"):
+        from focus_ros.ros import depth_demo
+
+        status = depth_demo.run(args) or status
+    return status
 
 
 if __name__ == "__main__":

@@ -132,6 +132,9 @@ class BagReplayer(FocusNode):
             executor.spin_once(timeout_sec=0)
         if self.rate == 0 and event_totals:
             self._wait_for_consumer(executor, event_times, event_totals, final=True)
+        from rclpy.duration import Duration
+        for publisher in self._topic_publishers.values():  # deliver the last messages before exiting
+            publisher.wait_for_all_acked(Duration(seconds=2.0))
         return self.published_messages
 
     def _wait_for_consumer(self, executor, event_times, event_totals, final=False) -> None:

@@ -688,9 +688,9 @@ def _ros1_to_ros2(message, store):
 
 def open_bag_messages(path, topics: list[str] | None = None) -> BagMessages:
     """Prepare a bag for replay: ``topics`` None = every topic of a known type (events,
-    IMU, camera info, poses); otherwise exactly these (BagError when one is missing)."""
+    IMU, camera info, PoseStamped and Odometry poses); otherwise exactly these (BagError when one is missing)."""
     path = Path(path)
-    known = set(EVENT_TYPES) | {IMU_TYPE, CAMERA_INFO_TYPE, POSE_TYPE}
+    known = set(EVENT_TYPES) | {IMU_TYPE, CAMERA_INFO_TYPE, POSE_TYPE, ODOMETRY_TYPE}
     with closing(open_bag(path)) as reader:
         available = bag_topics(reader)
     if topics is None:

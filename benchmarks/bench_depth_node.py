@@ -1,0 +1,261 @@
+"""depth_node through ROS 2 at the slider_depth event rate: keyframes per second and latency.
+
+depth_node runs as `ros2 run` starts it (a subprocess, its entry point, the params file
+config/depth_davis240c.yaml); this script plays the simulated ``slider`` preset (a DAVIS240C
+sliding at 0.25 m/s in front of panels at 0.55-2.3 m; simulated once and cached in
+--workdir) over loopback like a driver plus motion capture: serialized dvs_msgs/EventArray
+messages of --message-ms (33) ms of events at the chosen event rate (--rates, Mev/s: the sequence's time is
+scaled to reach it) and geometry_msgs/PoseStamped at 200 Hz of sequence time, each on its
+wall-clock schedule, and listens to depth/points.
+
+Per (events per keyframe, rate):
+
+- keyframes: clouds received / complete keyframes offered (every one must come back);
+- keyframes/s: clouds received per second from the first event sent to the last cloud
+  received, beside the rate offered (rate / K), and the worker's capacity (1 / time per
+  keyframe in the node);
+- latency: from publishing the message holding a keyframe's last event to receiving its
+  cloud (median and max over the keyframes);
+- ms per keyframe: the estimator's time inside the node (its /diagnostics), beside the same
+  estimator on the same keyframes in this process (offline, median of 2), under the same load.
+
+    .venv/bin/python benchmarks/bench_depth_node.py [--rates 0.3 1.0] [--keyframe-events 1000000 300000] [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "test"))
+
+import numpy as np  # noqa: E402
+import rclpy  # noqa: E402
+from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
+from dvs_msgs.msg import EventArray  # noqa: E402
+from geometry_msgs.msg import PoseStamped  # noqa: E402
+from rclpy.executors import SingleThreadedExecutor  # noqa: E402
+from sensor_msgs.msg import PointCloud2  # noqa: E402
+
+from focus_ros import transport  # noqa: E402
+from focus_ros.ros.messages import time_from_ns  # noqa: E402
+from ros_harness import NodeProcess, ros_environment, spin_until  # noqa: E402
+
+POSE_RATE_HZ = 200.0     # of sequence time
+
+
+def parse_arguments(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rates", type=float, nargs="+", default=[0.3, 1.0], help="event rates, Mev/s")
+    parser.add_argument("--keyframe-events", type=int, nargs="+", default=[1_000_000, 300_000])
+    parser.add_argument("--duration", type=float, default=8.0, help="simulated seconds of the slider (default 8)")
+    parser.add_argument("--runs", type=int, default=1, help="runs per configuration (median and range)")
+    parser.add_argument("--message-ms", type=float, default=33.0,
+                        help="events per message, in ms at the chosen rate (default 33: the rpg DAVIS driver of "
+                             "the dataset's bags; ros-event-camera drivers send 1)")
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/focus_ros_bench_depth"))
+    return parser.parse_args(argv)
+
+
+def slider_recording(duration_s: float, workdir: Path):
+    """Events and poses of the slider preset (seed 0), cached as .npz."""
+    cache = workdir / f"slider_{duration_s:g}s.npz"
+    if cache.exists():
+        data = np.load(cache)
+        return {key: data[key] for key in data.files}
+    from focus_ros.sources.simulator import simulate_preset
+
+    print(f"simulating {duration_s} s of the slider (cached in {cache}) ...", flush=True)
+    recording = simulate_preset("slider", duration_s=duration_s, seed=0)
+    data = dict(x=recording.events.x, y=recording.events.y, t=recording.events.t, p=recording.events.p,
+                pose_t=recording.poses.t, position=recording.poses.position, orientation=recording.poses.orientation)
+    workdir.mkdir(parents=True, exist_ok=True)
+    np.savez(cache, **data)
+    return data
+
+
+def schedule(data: dict, rate_mev_s: float, message_ms: float):
+    """(wall offset s, 'events' | 'pose', payload, last event index) in publishing order."""
+    from focus_ros.events import Events
+
+    events = Events.from_arrays(data["x"], data["y"], data["t"], data["p"])
+    t0 = int(events.t[0])
+    native_rate = len(events) / ((int(events.t[-1]) - t0) / 1e9)
+    scale = native_rate / (rate_mev_s * 1e6)           # wall seconds per sequence second
+    per_message = max(int(rate_mev_s * 1e6 * message_ms * 1e-3), 1)  # message_ms of events at the target rate
+    items = []
+    for start in range(0, len(events), per_message):
+        chunk = events[start:start + per_message]
+        items.append(((int(chunk.t[-1]) - t0) / 1e9 * scale, 0, "events",
+                      transport.encode_event_array(chunk, 180, 240, "dvs"), start + len(chunk) - 1))
+    step = max(int(round(1e9 / POSE_RATE_HZ / np.median(np.diff(data["pose_t"])))), 1)
+    indices = np.union1d(np.arange(0, len(data["pose_t"]), step), [len(data["pose_t"]) - 1])
+    for index in indices:
+        message = PoseStamped()
+        message.header.stamp = time_from_ns(int(data["pose_t"][index]))
+        message.header.frame_id = "world"
+        p, q = data["position"][index], data["orientation"][index]
+        message.pose.position.x, message.pose.position.y, message.pose.position.z = (float(v) for v in p)
+        (message.pose.orientation.x, message.pose.orientation.y, message.pose.orientation.z,
+         message.pose.orientation.w) = (float(v) for v in q)
+        # a pose goes out when its time is reached, before the events of that instant
+        items.append((max((int(data["pose_t"][index]) - t0) / 1e9 * scale, 0.0), -1, "pose", message, -1))
+    items.sort(key=lambda item: (item[0], item[1]))
+    return items, native_rate
+
+
+def run_once(data, rate_mev_s: float, keyframe_events: int, workdir: Path, message_ms: float) -> dict:
+    env = ros_environment()
+    # a domain outside the tests' 1-100, so that tests running beside the benchmark are not heard
+    env["ROS_DOMAIN_ID"] = os.environ.get("FOCUS_ROS_BENCH_DOMAIN_ID", "101")
+    os.environ.update({key: env[key] for key in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE")})
+    items, native_rate = schedule(data, rate_mev_s, message_ms)
+    expected = len(data["t"]) // keyframe_events
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node("bench_depth_node", context=context)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    clouds, reports = [], []
+    node.create_subscription(PointCloud2, "/depth/points", lambda m: clouds.append((time.monotonic(), m)), 100)
+    node.create_subscription(DiagnosticArray, "/diagnostics", reports.append, 100)
+    events_out = node.create_publisher(EventArray, "/dvs/events", 1000)
+    poses_out = node.create_publisher(PoseStamped, "/optitrack/davis", 1000)
+    process = NodeProcess([str(Path(sys.executable).parent / "depth_node"), "--ros-args", "--params-file",
+                           str(ROOT / "config" / "depth_davis240c.yaml"), "-r", "events:=/dvs/events",
+                           "-r", "pose:=/optitrack/davis", "-p", "qos_reliability:=reliable",
+                           "-p", f"keyframe_events:={keyframe_events}",
+                           "-p", "keyframe_flush_idle_s:=0.0", "-p", "max_pending_keyframes:=100",
+                           "-p", "camera_info_timeout_s:=0.1"], env, workdir / "depth_node.log")
+    try:
+        assert spin_until(executor, lambda: reports and events_out.get_subscription_count() > 0
+                          and poses_out.get_subscription_count() > 0, 60.0), process.log()
+        time.sleep(0.5)
+        published_s = {}               # last event index -> wall time of publishing its message
+        streaming = threading.Event()
+        streaming.set()
+
+        def collect() -> None:         # receive clouds while streaming: their arrival times count
+            while streaming.is_set():
+                executor.spin_once(timeout_sec=0.01)
+
+        collector = threading.Thread(target=collect)
+        collector.start()
+        started = time.monotonic()
+        try:
+            for offset_s, _, kind, payload, last_index in items:
+                delay = started + offset_s - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+                (events_out if kind == "events" else poses_out).publish(payload)
+                if kind == "events":
+                    published_s[last_index] = time.monotonic()
+            stream_s = time.monotonic() - started
+        finally:
+            streaming.clear()
+            collector.join()
+        spin_until(executor, lambda: len(clouds) >= expected, 60.0)
+        # until the node's reports count every event (or 10 s: then some were lost on the way)
+        spin_until(executor, lambda: max(_report_values(reports[-1:], "events_received"), default=0)
+                   >= len(data["t"]), 10.0)
+    finally:
+        process.stop()
+        executor.shutdown()
+        node.destroy_node()
+        rclpy.shutdown(context=context)
+    # the message holding keyframe i's last event ((i + 1) K - 1): the first published index >= it
+    last_indices = np.array(sorted(published_s))
+    latencies = []
+    for index, (arrived, _) in enumerate(clouds[:expected]):
+        last_event = (index + 1) * keyframe_events - 1
+        message_index = last_indices[np.searchsorted(last_indices, last_event)]
+        latencies.append(arrived - published_s[message_index])
+    values = {}
+    for report in reports:
+        for status in report.status:
+            if "depth" in status.name:
+                values = {kv.key: kv.value for kv in status.values}
+    ms_per_keyframe = [float(v) for v in _report_values(reports, "ms_per_keyframe") if v == v]
+    last_cloud_s = clouds[min(len(clouds), expected) - 1][0] - started if clouds and expected else float("nan")
+    return dict(expected=expected, received=len(clouds), stream_s=stream_s, offered_kf_s=rate_mev_s * 1e6 / keyframe_events,
+                keyframes_s=min(len(clouds), expected) / last_cloud_s if expected else float("nan"),
+                latency_median_s=statistics.median(latencies) if latencies else float("nan"),
+                latency_max_s=max(latencies) if latencies else float("nan"),
+                ms_per_keyframe=statistics.median(ms_per_keyframe) if ms_per_keyframe else float("nan"),
+                dropped=int(values.get("keyframes_dropped", 0)), native_rate=native_rate,
+                events_received=int(values.get("events_received", 0)), events_sent=len(data["t"]))
+
+
+def offline_ms_per_keyframe(data, keyframe_events: int, repeats: int = 2) -> float:
+    """The estimator alone on the first keyframes, in this process (median ms)."""
+    from focus_ros.camera import Calibration
+    from focus_ros.estimators.depth import DepthEstimator, DepthSettings
+    from focus_ros.events import Events
+    from focus_ros.poses import Trajectory
+
+    events = Events.from_arrays(data["x"], data["y"], data["t"], data["p"])
+    trajectory = Trajectory(data["pose_t"], data["position"], data["orientation"])
+    estimator = DepthEstimator(Calibration.davis240c(), DepthSettings())
+    estimator.estimate(events[:keyframe_events], trajectory)  # compiled / cached
+    times = []
+    for index in range(repeats):
+        started = time.perf_counter()
+        estimator.estimate(events[index * keyframe_events:(index + 1) * keyframe_events], trajectory)
+        times.append(time.perf_counter() - started)
+    return 1e3 * statistics.median(times)
+
+
+def _report_values(reports, key):
+    for report in reports:
+        for status in report.status:
+            for kv in status.values:
+                if kv.key == key:
+                    yield float(kv.value)
+
+
+def main(argv=None) -> int:
+    args = parse_arguments(argv)
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    data = slider_recording(args.duration, args.workdir)
+    print(f"slider: {len(data['t']):,} events over {(data['t'][-1] - data['t'][0]) / 1e9:.2f} s, messages of "
+          f"{args.message_ms:g} ms; "
+          f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start")
+    rows = []
+    offline = {}
+    for keyframe_events in args.keyframe_events:
+        offline[keyframe_events] = offline_ms_per_keyframe(data, keyframe_events)
+        print(f"K {keyframe_events:,}: offline {offline[keyframe_events]:.0f} ms/keyframe", flush=True)
+        for rate in args.rates:
+            results = [run_once(data, rate, keyframe_events, args.workdir, args.message_ms) for _ in range(args.runs)]
+            rows.append((keyframe_events, rate, results))
+            r = results[-1]
+            print(f"K {keyframe_events:,} at {rate} Mev/s: {r['received']}/{r['expected']} keyframes, "
+                  f"{r['events_received']:,}/{r['events_sent']:,} events received, streamed in {r['stream_s']:.1f} s, "
+                  f"latency median {r['latency_median_s']:.2f} s max {r['latency_max_s']:.2f} s, "
+                  f"{r['ms_per_keyframe']:.0f} ms/keyframe", flush=True)
+    print(f"\nload average at the end {os.getloadavg()[0]:.1f}\n")
+    print("| events/keyframe | rate (Mev/s) | keyframes published | events received | keyframes/s: sustained "
+          "(offered, capacity) | latency median (s) | latency max (s) | ms/keyframe in node (offline) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for keyframe_events, rate, results in rows:
+        def span(key, fmt):
+            values = [r[key] for r in results]
+            median = statistics.median(values)
+            return fmt.format(median) + ("" if len(values) == 1 else f" ({fmt.format(min(values))}–{fmt.format(max(values))})")
+        received = "; ".join(f"{r['received']}/{r['expected']}" for r in results)
+        events = "; ".join(f"{100 * r['events_received'] / r['events_sent']:.0f} %" for r in results)
+        capacity = 1e3 / statistics.median(r["ms_per_keyframe"] for r in results)
+        print(f"| {keyframe_events:,} | {rate} | {received} | {events} | {span('keyframes_s', '{:.2f}')} "
+              f"({results[0]['offered_kf_s']:.2f}, {capacity:.2f}) | {span('latency_median_s', '{:.2f}')} | "
+              f"{span('latency_max_s', '{:.2f}')} | {span('ms_per_keyframe', '{:.0f}')} ({offline[keyframe_events]:.0f}) |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

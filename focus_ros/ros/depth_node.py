@@ -1,0 +1,568 @@
+"""ROS 2 node: semi-dense depth from events and known camera poses, as point clouds.
+
+Subscribes to events on ``events`` (through :class:`~focus_ros.ros.event_input.EventInput`:
+dvs_msgs/EventArray or event_camera_msgs/EventPacket, raw, the same decoders, stream checks
+and calibration fallbacks as the angular velocity node) and to camera poses: ``pose``
+(geometry_msgs/PoseStamped, e.g. remapped to ``/optitrack/davis``) or ``odometry``
+(nav_msgs/Odometry, e.g. a VIO), chosen by ``pose_message_type``; an optional fixed
+camera-from-body transform (``camera_from_body.*``) turns body poses into camera poses.
+
+Events are held until poses cover them (bounded by ``max_held_events``); then a keyframe
+selector cuts keyframes every ``keyframe_events`` events or every ``keyframe_baseline_m``
+metres of camera travel, and a worker thread (never the executor's) builds each keyframe's
+disparity space image and its depth from focus (:class:`~focus_ros.estimators.depth.DepthEstimator`).
+Per keyframe it publishes
+
+- ``depth/points`` (sensor_msgs/PointCloud2: float32 x, y, z in m, ``intensity`` = focus
+  confidence, ``depth`` = m along the reference camera's optical axis), in the poses' world
+  frame (``points_frame: world``) or the reference camera frame (``points_frame: camera``);
+- ``depth/image`` (sensor_msgs/Image 32FC1, m along the optical axis, NaN = unknown:
+  REP-117/118) and ``depth/confidence`` (32FC1), frame and stamp of the reference view;
+- ``depth/image_color`` (rgb8, near red, far blue), only while someone subscribes;
+- ``/diagnostics`` once a second: events and poses received, keyframes published and
+  dropped, ms per keyframe, points per keyframe, latency, pose problems.
+
+Pose problems (none yet, stopped, late, out of order, jumping back) and bad event messages are
+logged once, counted in ``/diagnostics``, and the node carries on with the next good data.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rcl_interfaces.msg import SetParametersResult
+from sensor_msgs.msg import Image, PointCloud2
+
+from focus_ros.camera import Calibration
+from focus_ros.depth.pictures import depth_picture, event_image
+from focus_ros.estimators.depth import DepthEstimator, DepthSettings, KeyframeSelector, depth_method_names
+from focus_ros.events import NANOSECONDS_PER_SECOND, Events
+from focus_ros.poses import PoseError, Trajectory, pose_matrix, quaternion_to_matrix
+from focus_ros.ros import depth_messages, messages
+from focus_ros.ros.entry_point import run_node
+from focus_ros.ros.event_input import EventBatch, EventInput, descriptor
+from focus_ros.ros.parameters import FocusNode
+
+POINTS_FRAMES = ("world", "camera")
+
+
+# ============================================================================ rclpy-free parts
+
+
+class PoseGate:
+    """Holds event batches until poses cover them (bounded), then lets them through in order.
+
+    ``push`` events; ``release(first_pose_ns, last_pose_ns)`` returns the batches (Events,
+    received_s) whose events lie within the poses' time span; events earlier than the first
+    pose can never be covered and are dropped (counted). Beyond ``max_events`` held events the
+    oldest are dropped (counted).
+    """
+
+    def __init__(self, max_events: int):
+        self.max_events = int(max_events)
+        self._held: deque = deque()
+        self.held_events = 0
+        self.counts = {"events_dropped_before_first_pose": 0, "events_dropped_waiting_for_poses": 0}
+
+    def push(self, events: Events, received_s: float) -> int:
+        """Hold one batch; returns the number of events dropped to stay within the bound."""
+        self._held.append((events, received_s))
+        self.held_events += len(events)
+        dropped = 0
+        while self.held_events > self.max_events and self._held:
+            old, _ = self._held.popleft()
+            self.held_events -= len(old)
+            dropped += len(old)
+        self.counts["events_dropped_waiting_for_poses"] += dropped
+        return dropped
+
+    @property
+    def oldest_received_s(self) -> float | None:
+        return self._held[0][1] if self._held else None
+
+    @property
+    def oldest_t_ns(self) -> int | None:
+        return int(self._held[0][0].t[0]) if self._held else None
+
+    def release(self, first_pose_ns: int | None, last_pose_ns: int | None) -> list[tuple[Events, float]]:
+        released = []
+        if first_pose_ns is None:
+            return released
+        while self._held:
+            events, received_s = self._held[0]
+            if events.t[0] < first_pose_ns:  # before the poses: never coverable
+                keep = int(np.searchsorted(events.t, first_pose_ns, side="left"))
+                self.counts["events_dropped_before_first_pose"] += keep
+                self.held_events -= keep
+                events = events[keep:]
+                if not len(events):
+                    self._held.popleft()
+                    continue
+                self._held[0] = (events, received_s)
+            covered = int(np.searchsorted(events.t, last_pose_ns, side="right"))
+            if covered == 0:
+                break
+            self.held_events -= covered
+            if covered == len(events):
+                self._held.popleft()
+                released.append((events, received_s))
+            else:
+                released.append((events[:covered], received_s))
+                self._held[0] = (events[covered:], received_s)
+                break
+        return released
+
+    def clear(self) -> None:
+        self._held.clear()
+        self.held_events = 0
+
+
+def trajectory_segment(trajectory: Trajectory, t_first_ns: int, t_last_ns: int) -> Trajectory:
+    """A copy of the camera poses that bracket [t_first_ns, t_last_ns] (events' clock), as a
+    Trajectory of its own (already camera poses on the events' clock: no transform, no offset)."""
+    t = trajectory.t_ns
+    first = max(int(np.searchsorted(t, t_first_ns, side="right")) - 1, 0)
+    last = min(int(np.searchsorted(t, t_last_ns, side="left")) + 1, len(t))
+    return Trajectory(t[first:last].copy(), trajectory.position_m[first:last].copy(),
+                      trajectory.orientation_xyzw[first:last].copy(), source=trajectory.source)
+
+
+def warm_up(estimator: DepthEstimator) -> None:
+    """Run every stage of the estimator once on a small synthetic keyframe (random events,
+    a camera moving 0.1 m): the first call of each compiled stage loads it (~1 s, holding
+    the GIL), better at start-up than in the first keyframe's latency."""
+    rng = np.random.default_rng(0)
+    count = max(estimator.settings.min_events, 5000)
+    calibration = estimator.calibration
+    events = Events.from_arrays(rng.integers(0, calibration.width, count), rng.integers(0, calibration.height, count),
+                                np.linspace(0, 100_000_000, count).astype(np.int64), np.ones(count))
+    trajectory = Trajectory([0, 100_000_000], [[0.0, 0.0, 0.0], [0.1, 0.0, 0.0]], [[0.0, 0.0, 0.0, 1.0]] * 2)
+    estimator.estimate(events, trajectory)
+
+
+@dataclass
+class KeyframeJob:
+    """One keyframe waiting for the worker: its events, the poses around them (a Trajectory
+    of its own, so the worker never reads the growing one) and when its last event arrived
+    (s, time.monotonic(), for latency). The reference time is the middle of the events'
+    span, as for ``focus-ros depth``."""
+
+    events: Events
+    trajectory: Trajectory
+    last_received_s: float
+
+
+# ============================================================================ the node
+
+#: name -> (default, description, descriptor options): depth_node's own parameters (the event
+#: input declares its own; the depth estimator's are in DEPTH_PARAMETERS)
+PARAMETERS = {
+    "pose_message_type": ("geometry_msgs/PoseStamped", "camera poses: geometry_msgs/PoseStamped on 'pose' or "
+                          "nav_msgs/Odometry on 'odometry'", {"read_only": True}),
+    "camera_from_body.translation_m": ([0.0, 0.0, 0.0], "fixed transform from the pose's body frame to the "
+                                       "camera frame: translation (m) of the body origin in camera coordinates; "
+                                       "identity (default) = the poses are the camera's", {"read_only": True}),
+    "camera_from_body.rotation_xyzw": ([0.0, 0.0, 0.0, 1.0], "camera_from_body rotation as a unit quaternion "
+                                       "(qx, qy, qz, qw)", {"read_only": True}),
+    "pose_time_offset_s": (0.0, "added to pose stamps to put them on the events' clock (s)",
+                           {"float_range": (-100.0, 100.0), "read_only": True}),
+    "pose_jump_back_s": (0.5, "a pose earlier than the last by more than this (s) restarts the trajectory "
+                         "(a bag looping); smaller reorderings are dropped and counted", {"float_range": (0.0, 1e6)}),
+    "pose_timeout_s": (1.0, "events waiting longer than this (s, wall time) for poses are reported "
+                       "(poses missing, late or stopped)", {"float_range": (0.01, 1e6)}),
+    "pose_history_s": (30.0, "poses kept behind the newest one (s), bounding memory", {"float_range": (1.0, 1e6)}),
+    "max_held_events": (5_000_000, "bound on events held until poses cover them; beyond it the oldest are "
+                        "dropped and counted", {"integer_range": (1000, 100_000_000)}),
+    "max_pending_keyframes": (4, "keyframes queued for the worker at most; beyond it the oldest are dropped "
+                              "and counted", {"integer_range": (1, 1000)}),
+    "points_frame": ("world", "frame of depth/points: world (the poses' frame) or camera (the reference "
+                     "camera frame)", {}),
+    "camera_frame_id": ("", "frame of the reference camera (depth images, camera-frame clouds); empty = the "
+                        "events' frame", {}),
+    "world_frame_id": ("", "frame of world-frame clouds; empty = the poses' header frame", {}),
+    "keyframe_flush_idle_s": (1.0, "when no events came for this long (s), the events collected since the "
+                              "last keyframe (at least min_events) make one more keyframe, as at the end of "
+                              "focus-ros depth; 0 = never", {"float_range": (0.0, 1e6)}),
+}
+
+_DEPTH = DepthSettings()
+#: the depth estimator's and keyframe selector's parameters (defaults = focus-ros depth's)
+DEPTH_PARAMETERS = {
+    "loss": (_DEPTH.loss, "focus loss on the DSI patches (focus_ros.depth.focus.PATCH_LOSSES), or max_vote "
+             "(EMVS's baseline: the most votes along the ray)", {}),
+    "use_polarity": (_DEPTH.use_polarity, "votes carry the event polarity (+-1) instead of 1", {}),
+    "planes": (_DEPTH.planes, "depth planes of the DSI, uniform in inverse depth (EMVS: 100)",
+               {"integer_range": (2, 1000)}),
+    "z_min_m": (_DEPTH.z_min_m, "nearest depth plane (m)", {"float_range": (0.01, 1000.0)}),
+    "z_max_m": (_DEPTH.z_max_m, "farthest depth plane (m)", {"float_range": (0.01, 1000.0)}),
+    "patch_size_px": (_DEPTH.patch_size_px, "side of the focus patch, odd (px; the paper: 3)",
+                      {"integer_range": (1, 31)}),
+    "patch_sigma_px": (_DEPTH.patch_sigma_px, "Gaussian sigma of the patch weights (px)",
+                       {"float_range": (0.1, 20.0)}),
+    "threshold_block_px": (_DEPTH.threshold_block_px, "adaptive threshold window on the confidence, odd (px; "
+                           "EMVS: 5)", {"integer_range": (3, 101)}),
+    "threshold_offset": (_DEPTH.threshold_offset, "a pixel is kept when the rank (0-1) of its confidence "
+                         "exceeds the local mean rank by this", {"float_range": (0.0, 1.0)}),
+    "min_confidence_rank": (_DEPTH.min_confidence_rank, "lowest confidence rank kept among the observed pixels "
+                            "(0-1; 0.8: at most the 20 % most confident)", {"float_range": (0.0, 1.0)}),
+    "median_filter_px": (_DEPTH.median_filter_px, "median filter on the kept depths, odd (px); 1 = none",
+                         {"integer_range": (1, 51)}),
+    "min_parallax_px": (_DEPTH.min_parallax_px, "keyframes with less parallax (px) get no depth (a camera at "
+                        "rest or rotating only)", {"float_range": (0.0, 1000.0)}),
+    "min_events": (_DEPTH.min_events, "keyframes with fewer events get no depth", {"integer_range": (1, 100_000_000)}),
+    "keyframe_events": (1_000_000, "events per keyframe (the paper's slider_depth: 1,000,000)",
+                        {"integer_range": (1000, 100_000_000)}),
+    "keyframe_baseline_m": (0.0, "> 0: also end a keyframe once the camera moved this far (m); 0 = off",
+                            {"float_range": (0.0, 1000.0)}),
+}
+KEYFRAME_PARAMETERS = ("keyframe_events", "keyframe_baseline_m", "min_events")
+
+
+class DepthNode(FocusNode):
+    """Thin ROS wrapper around :class:`DepthEstimator` (see the module docstring)."""
+
+    def __init__(self, **kwargs):
+        super().__init__("depth_node", **kwargs)
+        for name, (default, description, options) in {**PARAMETERS, **DEPTH_PARAMETERS}.items():
+            self.declare_parameter(name, default, descriptor(description, **options))
+        value = lambda name: self.get_parameter(name).value  # noqa: E731
+        if value("points_frame") not in POINTS_FRAMES:
+            raise ValueError(f"points_frame '{value('points_frame')}' is not one of: {', '.join(POINTS_FRAMES)}")
+        self._settings = self._depth_settings()        # ValueError with the reason when unusable
+        self._camera_from_body = self._camera_from_body_parameter()
+        self._pose_class = depth_messages.pose_message_class(value("pose_message_type"))
+        self._pose_topic = "pose" if value("pose_message_type") == "geometry_msgs/PoseStamped" else "odometry"
+
+        self._lock = threading.Condition()
+        self._trajectory = self._new_trajectory()
+        self._world_frame = ""
+        self._gate = PoseGate(value("max_held_events"))
+        self._estimator: DepthEstimator | None = None
+        self._selector = self._new_selector()
+        self._pending: deque[KeyframeJob] = deque()
+        self._running = True
+        self._last_pose_received_s: float | None = None
+        self._input_last_received_s = 0.0
+        self._last_released_s: float | None = None
+        self._stats = dict(poses_received=0, poses_out_of_order=0, poses_invalid=0, pose_restarts=0,
+                           keyframes_published=0, keyframes_dropped=0, keyframes_without_depth=0,
+                           keyframes_failed=0, last_points=0, last_latency_ms=float("nan"),
+                           processing_s_since_report=0.0, keyframes_since_report=0)
+
+        self._outputs = {
+            "points": self.create_publisher(PointCloud2, "depth/points", 5),
+            "image": self.create_publisher(Image, "depth/image", 5),
+            "confidence": self.create_publisher(Image, "depth/confidence", 5),
+            "image_color": self.create_publisher(Image, "depth/image_color", 5),
+        }
+        self._diagnostics_publisher = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self.create_subscription(self._pose_class, self._pose_topic, self._on_pose, 1000)
+        self._input = EventInput(self, self._on_events, self._on_calibration)
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+        self.create_timer(1.0, self._publish_diagnostics)
+        self.create_timer(0.1, self._flush_if_idle)
+
+        self._worker = threading.Thread(target=self._work, name="focus_ros_depth", daemon=True)
+        self._worker.start()
+        self.get_logger().info(
+            f"waiting for {self._input.message_type} on '{self._input.events_topic}' and "
+            f"{value('pose_message_type')} on '{self.resolve_topic_name(self._pose_topic)}'; publishing "
+            f"'{self.resolve_topic_name('depth/points')}' every {self._keyframe_description()}")
+
+    # ----------------------------------------------------------------- parameters
+    def _camera_from_body_parameter(self) -> np.ndarray | None:
+        translation = np.asarray(self.get_parameter("camera_from_body.translation_m").value, float)
+        rotation = np.asarray(self.get_parameter("camera_from_body.rotation_xyzw").value, float)
+        if translation.shape != (3,) or rotation.shape != (4,):
+            raise ValueError("camera_from_body needs translation_m [x, y, z] and rotation_xyzw [qx, qy, qz, qw]")
+        if abs(np.linalg.norm(rotation) - 1.0) > 1e-3:
+            raise ValueError(f"camera_from_body.rotation_xyzw is not a unit quaternion (norm "
+                             f"{np.linalg.norm(rotation):.4g})")
+        if not translation.any() and np.allclose(rotation, [0, 0, 0, 1]):
+            return None
+        return pose_matrix(quaternion_to_matrix(rotation / np.linalg.norm(rotation)), translation)
+
+    def _depth_settings(self, overrides: dict | None = None) -> DepthSettings:
+        """The estimator settings from the parameters (``overrides``: values about to be set);
+        ValueError saying why they are unusable."""
+        overrides = overrides or {}
+        value = lambda name: overrides.get(name, self.get_parameter(name).value)  # noqa: E731
+        loss = value("loss")
+        if loss not in depth_method_names():
+            raise ValueError(f"loss '{loss}' is not one of: {', '.join(depth_method_names())}")
+        method = "max_vote" if loss == "max_vote" else "focus"
+        return DepthSettings(
+            loss=_DEPTH.loss if method == "max_vote" else loss, method=method, use_polarity=value("use_polarity"),
+            planes=value("planes"), z_min_m=value("z_min_m"), z_max_m=value("z_max_m"),
+            patch_size_px=value("patch_size_px"), patch_sigma_px=value("patch_sigma_px"),
+            threshold_block_px=value("threshold_block_px"), threshold_offset=value("threshold_offset"),
+            min_confidence_rank=value("min_confidence_rank"), median_filter_px=value("median_filter_px"),
+            min_parallax_px=value("min_parallax_px"), min_events=value("min_events"))
+
+    def _new_selector(self, overrides: dict | None = None) -> KeyframeSelector:
+        overrides = overrides or {}
+        value = lambda name: overrides.get(name, self.get_parameter(name).value)  # noqa: E731
+        return KeyframeSelector(value("keyframe_events"), value("keyframe_baseline_m") or None,
+                                min_events=value("min_events"))
+
+    def _keyframe_description(self) -> str:
+        baseline = self.get_parameter("keyframe_baseline_m").value
+        return f"{self.get_parameter('keyframe_events').value} events" + (f" or {baseline} m" if baseline else "")
+
+    def _new_trajectory(self) -> Trajectory:
+        offset_ns = int(round(self.get_parameter("pose_time_offset_s").value * NANOSECONDS_PER_SECOND))
+        return Trajectory(camera_from_body=self._camera_from_body, time_offset_ns=offset_ns,
+                          source=f"poses on '{self.resolve_topic_name(self._pose_topic)}'")
+
+    def _on_set_parameters(self, parameters) -> SetParametersResult:
+        values = {p.name: p.value for p in parameters}
+        if "points_frame" in values and values["points_frame"] not in POINTS_FRAMES:
+            return SetParametersResult(successful=False, reason=f"points_frame '{values['points_frame']}' is not "
+                                       f"one of: {', '.join(POINTS_FRAMES)}")
+        if any(name in DEPTH_PARAMETERS for name in values):
+            try:
+                settings = self._depth_settings(values)
+                selector = self._new_selector(values)
+            except ValueError as error:
+                return SetParametersResult(successful=False, reason=str(error))
+            with self._lock:
+                self._settings = settings
+                if self._input.calibration is not None:
+                    self._estimator = DepthEstimator(self._input.calibration, settings)
+                if any(name in KEYFRAME_PARAMETERS for name in values):
+                    self._selector = selector
+        return SetParametersResult(successful=True)
+
+    # ----------------------------------------------------------------- input
+    def _on_calibration(self, calibration, source: str) -> None:
+        with self._lock:
+            if self._estimator is None or self._estimator.calibration != calibration:
+                self._estimator = DepthEstimator(calibration, self._settings)
+
+    def _on_pose(self, message) -> None:
+        received_s = time.monotonic()
+        t_ns, position, orientation, frame_id = depth_messages.pose_from_message(message)
+        with self._lock:
+            self._stats["poses_received"] += 1
+            self._last_pose_received_s = received_s
+            if frame_id:
+                self._world_frame = frame_id
+            last = self._trajectory.t_range_ns[1] if len(self._trajectory) else None
+            t_events = t_ns + self._trajectory.time_offset_ns
+            if last is not None and t_events < last - self.get_parameter("pose_jump_back_s").value * 1e9:
+                self._stats["pose_restarts"] += 1
+                self._input.warn_once("pose_jump_back", f"poses jumped back in time by "
+                                      f"{(last - t_events) / 1e9:.3f} s: trajectory restarted")
+                self._trajectory = self._new_trajectory()
+                self._reset_keyframes()
+            try:
+                self._trajectory.append(t_ns, position, orientation)
+            except PoseError as error:
+                kind = "poses_out_of_order" if "out of order" in str(error) else "poses_invalid"
+                self._stats[kind] += 1
+                self._input.warn_once(kind, f"pose ignored: {error}")
+                return
+            if len(self._trajectory) % 1000 == 0:  # bound memory, keeping what held events need
+                history_ns = int(self.get_parameter("pose_history_s").value * NANOSECONDS_PER_SECOND)
+                oldest_held = self._gate.oldest_t_ns
+                self._trajectory.discard_before(min(t_events - history_ns,
+                                                    t_events if oldest_held is None else oldest_held))
+            self._release_covered()
+
+    def _on_events(self, batch: EventBatch) -> None:
+        with self._lock:
+            self._input_last_received_s = batch.received_s
+            if batch.restart:
+                self._reset_keyframes()
+            if self._gate.push(batch.events, batch.received_s):
+                self._input.warn_once("held_overflow", f"more than {self._gate.max_events} events waiting for "
+                                      "poses: the oldest are dropped (max_held_events)")
+            self._release_covered()
+
+    def _release_covered(self) -> None:
+        """Pass the events the poses cover to the keyframe selector; queue complete keyframes (lock held)."""
+        if self._estimator is None or not len(self._trajectory):
+            return
+        first, last = self._trajectory.t_range_ns
+        dropped_before = self._gate.counts["events_dropped_before_first_pose"]
+        for events, received_s in self._gate.release(first, last):
+            self._last_released_s = received_s
+            for keyframe_events in self._selector.push(events, self._trajectory):
+                self._queue(keyframe_events, received_s)
+        if self._gate.counts["events_dropped_before_first_pose"] > dropped_before:
+            self._input.warn_once("before_first_pose", "events earlier than the first pose dropped "
+                                  f"(first pose at {first / 1e9:.6f} s)")
+
+    def _reset_keyframes(self) -> None:
+        """Forget held and selected events (a restart of the stream or of the poses; lock held)."""
+        self._gate.clear()
+        self._selector = self._new_selector()
+
+    def _queue(self, events: Events, received_s: float) -> None:
+        poses = trajectory_segment(self._trajectory, int(events.t[0]), int(events.t[-1]))
+        job = KeyframeJob(events, poses, received_s)
+        self._pending.append(job)
+        if len(self._pending) > self.get_parameter("max_pending_keyframes").value:
+            self._pending.popleft()
+            self._stats["keyframes_dropped"] += 1
+            self._input.warn_once("keyframes_dropped", "keyframes arrive faster than they are computed: the "
+                                  "oldest are dropped (max_pending_keyframes)")
+        self._lock.notify()
+
+    def _flush_if_idle(self) -> None:
+        """Timer: after keyframe_flush_idle_s without events, the selector's leftover events
+        make one more keyframe (the end of a bag, a camera that stopped)."""
+        idle_s = self.get_parameter("keyframe_flush_idle_s").value
+        with self._lock:
+            if idle_s <= 0 or self._last_released_s is None or self._selector.buffered_events == 0:
+                return
+            if time.monotonic() - self._input_last_received_s < idle_s:
+                return
+            rest = self._selector.flush()
+            if rest is not None:
+                self._queue(rest, self._last_released_s)
+
+    # ----------------------------------------------------------------- work
+    def _work(self) -> None:
+        """Worker thread: DSI and depth of each queued keyframe, then publish."""
+        try:  # at start-up, before data flows: loading the compiled stages holds the GIL for ~1 s
+            warm_up(DepthEstimator(Calibration.davis240c(), self._settings))
+        except Exception as error:  # noqa: BLE001 - then the first keyframe pays for it
+            self._input.warn_once("warm_up", f"estimator warm-up failed: {error}")
+        while self._running:
+            with self._lock:
+                self._lock.wait_for(lambda: not self._running or self._pending, timeout=0.5)
+                if not self._running:
+                    return
+                if not self._pending:
+                    continue
+                job = self._pending.popleft()
+                estimator = self._estimator
+            try:
+                started = time.monotonic()
+                keyframe = estimator.estimate(job.events, job.trajectory)
+                elapsed = time.monotonic() - started
+                with self._lock:
+                    self._stats["processing_s_since_report"] += elapsed
+                    self._stats["keyframes_since_report"] += 1
+                if keyframe.warning:  # too few events, no parallax: said, not turned into noise
+                    with self._lock:
+                        self._stats["keyframes_without_depth"] += 1
+                    self._input.warn_once("no_depth:" + keyframe.warning.split(":")[0],
+                                          f"no depth for the keyframe at {keyframe.t_ref_ns / 1e9:.6f} s: "
+                                          f"{keyframe.warning}")
+                    continue
+                self._publish(keyframe, job, estimator)
+            except Exception as error:  # noqa: BLE001 - a bad keyframe must not kill the node
+                if not self.context.ok():
+                    return  # shutting down: publishers are gone
+                with self._lock:
+                    self._stats["keyframes_failed"] += 1
+                self._input.warn_once("keyframe_failed", f"depth failed on a keyframe: {error}")
+
+    def _publish(self, keyframe, job: KeyframeJob, estimator: DepthEstimator) -> None:
+        stamp = messages.time_from_ns(keyframe.t_ref_ns)
+        camera_frame = self.get_parameter("camera_frame_id").value or self._input.frame_id or "event_camera"
+        points = keyframe.points_world
+        if self.get_parameter("points_frame").value == "world":
+            frame = self.get_parameter("world_frame_id").value or self._world_frame or "world"
+        else:  # X_camera = R^T (X_world - p)
+            rotation, position = keyframe.world_from_camera[:3, :3], keyframe.world_from_camera[:3, 3]
+            points, frame = ((points - position) @ rotation).astype(np.float32), camera_frame
+        rows, columns = keyframe.pixels[:, 1], keyframe.pixels[:, 0]
+        self._outputs["points"].publish(depth_messages.point_cloud(
+            points, keyframe.point_confidence, keyframe.depth_m[rows, columns], stamp, frame))
+        self._outputs["image"].publish(depth_messages.float_image(keyframe.depth_m, stamp, camera_frame))
+        self._outputs["confidence"].publish(depth_messages.float_image(keyframe.confidence, stamp,
+                                                                          camera_frame))
+        if self._outputs["image_color"].get_subscription_count() > 0:  # for people: only when watched
+            settings = estimator.settings
+            rgb = depth_picture(keyframe.depth_m, event_image(estimator.dsi.votes), settings.z_min_m,
+                                settings.z_max_m)
+            self._outputs["image_color"].publish(messages.rgb_image(rgb, stamp, camera_frame))
+        with self._lock:
+            self._stats["keyframes_published"] += 1
+            self._stats["last_points"] = len(points)
+            self._stats["last_latency_ms"] = (time.monotonic() - job.last_received_s) * 1e3
+
+    # ----------------------------------------------------------------- diagnostics
+    def _pose_problem(self, now: float) -> str:
+        """'' or what is wrong with the poses, judged from events waiting for them."""
+        oldest = self._gate.oldest_received_s
+        if oldest is None or now - oldest < self.get_parameter("pose_timeout_s").value:
+            return ""
+        if self._last_pose_received_s is None:
+            return f"no poses on '{self.resolve_topic_name(self._pose_topic)}': events are held (bounded)"
+        if now - self._last_pose_received_s > self.get_parameter("pose_timeout_s").value:
+            return (f"poses stopped {now - self._last_pose_received_s:.1f} s ago: events are held (bounded) "
+                    "until poses cover them")
+        return (f"poses late: the newest pose is behind events that arrived {now - oldest:.1f} s ago "
+                "(check pose_time_offset_s and the clocks)")
+
+    def _publish_diagnostics(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            stats = dict(self._stats)
+            self._stats["processing_s_since_report"] = 0.0
+            self._stats["keyframes_since_report"] = 0
+            pose_problem = self._pose_problem(now)
+            held = self._gate.held_events
+            gate_counts = dict(self._gate.counts)
+            pending = len(self._pending)
+        if pose_problem:
+            self._input.warn_once("pose_problem:" + pose_problem.split(" ")[1], pose_problem)
+        input_values = self._input.diagnostics()
+        status = DiagnosticStatus(name=f"{self.get_name()}: depth", hardware_id=self._input.frame_id or "event_camera")
+        if input_values["calibration_source"] == "none":
+            status.level, status.message = DiagnosticStatus.ERROR, "no calibration (camera_info or parameters)"
+        elif pose_problem:
+            status.level, status.message = DiagnosticStatus.WARN, pose_problem
+        elif stats["keyframes_dropped"] > 0 and stats["keyframes_dropped"] >= stats["keyframes_published"]:
+            status.level, status.message = DiagnosticStatus.WARN, "falling behind: most keyframes dropped"
+        else:
+            status.level, status.message = DiagnosticStatus.OK, "estimating depth"
+        values = {
+            **input_values,
+            "poses_received": stats["poses_received"],
+            "poses_out_of_order": stats["poses_out_of_order"],
+            "poses_invalid": stats["poses_invalid"],
+            "pose_restarts": stats["pose_restarts"],
+            "events_held_for_poses": held,
+            **gate_counts,
+            "keyframes_published": stats["keyframes_published"],
+            "keyframes_pending": pending,
+            "keyframes_dropped": stats["keyframes_dropped"],
+            "keyframes_without_depth": stats["keyframes_without_depth"],
+            "keyframes_failed": stats["keyframes_failed"],
+            "ms_per_keyframe": (1e3 * stats["processing_s_since_report"] / stats["keyframes_since_report"]
+                                if stats["keyframes_since_report"] else float("nan")),
+            "points_per_keyframe": stats["last_points"],
+            "latency_ms": stats["last_latency_ms"],
+        }
+        status.values = [KeyValue(key=key, value=f"{v:.4g}" if isinstance(v, float) else str(v))
+                         for key, v in values.items()]
+        array = DiagnosticArray(status=[status])
+        array.header.stamp = self.get_clock().now().to_msg()
+        self._diagnostics_publisher.publish(array)
+
+    def stop(self) -> None:
+        with self._lock:
+            self._running = False
+            self._lock.notify_all()
+        self._worker.join(timeout=5.0)
+
+
+def main(argv=None) -> int:
+    """Entry point of ``ros2 run focus_ros depth_node``."""
+    return run_node("depth_node", DepthNode, rclpy.spin, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

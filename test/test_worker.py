@@ -1,0 +1,113 @@
+"""The estimator in its own process (focus_ros.estimators.worker) against the estimator in
+this process, on the same windows; a worker that dies is reported and restarted."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import numpy as np
+import pytest
+
+from conftest import slice_folder
+from focus_ros.camera import Calibration
+from focus_ros.estimators.angular_velocity import AngularVelocityEstimator, real_time_settings
+from focus_ros.estimators.worker import EstimatorProcess, InlineEstimator, WorkerDied
+from focus_ros.events import Events
+from focus_ros.sources.ecd import read_ecd_folder
+
+
+@pytest.fixture(scope="module")
+def windows() -> list[Events]:
+    """Consecutive 7,500-event windows of the real boxes_rotation slice (4 windows)."""
+    events = read_ecd_folder(slice_folder("boxes_rotation")).events
+    return [events[start:start + 7500] for start in range(0, 30000, 7500)]
+
+
+@pytest.fixture
+def worker():
+    process = EstimatorProcess(Calibration.davis240c(), real_time_settings(), capacity_events=5000)
+    yield process
+    process.close()
+
+
+def test_process_gives_the_estimates_of_the_estimator_in_this_process(worker, windows):
+    """Same code on the same events, warm start carried from window to window: the same
+    floating-point operations in the same order, so the estimates must be identical (any
+    difference would mean events or state lost in the transfer). The windows are larger
+    than the initial shared block: it grows."""
+    local = AngularVelocityEstimator(Calibration.davis240c(), real_time_settings())
+    inline = InlineEstimator(Calibration.davis240c(), real_time_settings())
+    for window in windows:
+        expected = local.estimate(window)
+        remote = worker.estimate(window)
+        in_thread = inline.estimate(window)
+        for result in (remote, in_thread):
+            np.testing.assert_array_equal(result.estimate.angular_velocity, expected.angular_velocity)
+            assert result.estimate.t_ref_ns == expected.t_ref_ns
+            assert result.estimate.evaluations == expected.evaluations
+            assert result.estimator_s > 0
+    # the warm start carries over a configuration change; reset forgets it (as in this process)
+    settings = real_time_settings(loss="mean_square")
+    worker.configure(Calibration.davis240c(), settings)
+    inline.configure(Calibration.davis240c(), settings)
+    np.testing.assert_array_equal(worker.estimate(windows[0]).estimate.initial,
+                                  inline.estimate(windows[0]).estimate.initial)
+    worker.reset()
+    assert not worker.estimate(windows[1]).estimate.initial.any()
+
+
+def test_images_come_back_when_asked(worker, windows):
+    """The IWEs at omega = 0 and at the estimate, as the objective in this process draws them."""
+    result = worker.estimate(windows[0], images=True)
+    local = AngularVelocityEstimator(Calibration.davis240c(), real_time_settings())
+    omega = local.estimate(windows[0]).angular_velocity
+    before, after = result.images
+    np.testing.assert_array_equal(before, local.objective.image(np.zeros(3)).image)
+    np.testing.assert_array_equal(after, local.objective.image(omega).image)
+    assert after.max() > before.max()  # compensated: sharper
+    assert worker.estimate(windows[1]).images is None
+
+
+def test_bad_settings_are_refused_in_the_caller(worker):
+    with pytest.raises(ValueError, match="loss"):
+        worker.configure(Calibration.davis240c(), real_time_settings(loss="sharpness"))
+    assert worker.alive()
+
+
+def test_a_killed_worker_is_reported_and_restarted(worker, windows):
+    worker.estimate(windows[0])
+    first_pid = worker.pid
+    os.kill(first_pid, signal.SIGKILL)
+    with pytest.raises(WorkerDied, match=f"pid {first_pid}.*signal 9"):
+        worker.estimate(windows[1])
+    worker.restart()
+    assert worker.restarts == 1 and worker.pid != first_pid and worker.alive()
+    restarted = worker.estimate(windows[1]).estimate
+    fresh = AngularVelocityEstimator(Calibration.davis240c(), real_time_settings()).estimate(windows[1])
+    np.testing.assert_array_equal(restarted.angular_velocity, fresh.angular_velocity)  # warm start reset
+
+
+def test_pipelined_windows_come_back_in_order_and_stale_ones_are_skipped(worker, windows):
+    """submit() queues windows without waiting; collect() returns them in order. Not
+    skippable: every window estimated, as one after the other in this process. Skippable: a
+    queued window with a newer one behind it is skipped (the node's queue_policy newest)."""
+    local = AngularVelocityEstimator(Calibration.davis240c(), real_time_settings())
+    expected = [local.estimate(window).angular_velocity for window in windows[:3]]
+    for window in windows[:3]:
+        assert worker.can_submit()
+        worker.submit(window)
+    assert worker.in_flight == 3 and not worker.can_submit()
+    results = [worker.collect() for _ in range(3)]
+    for result, omega in zip(results, expected):
+        np.testing.assert_array_equal(result.estimate.angular_velocity, omega)
+    assert worker.in_flight == 0 and worker.collect(timeout_s=0.1) is None
+    worker.reset()
+    # the worker busy with a whole 30,000-event window (milliseconds), two windows sent back to
+    # back behind it (a submit copies 7,500 events: well under a millisecond)
+    whole = Events.concatenate(windows)
+    worker.submit(whole)
+    worker.submit(windows[0], skippable=True)
+    worker.submit(windows[1], skippable=True)
+    results = [worker.collect() for _ in range(3)]
+    assert [result.estimate is None for result in results] == [False, True, False]
