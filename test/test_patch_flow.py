@@ -12,7 +12,7 @@ import pytest
 from flow_scenes import translating_dots, translating_edge
 from focus_ros.camera import Calibration
 from focus_ros.estimators.optical_flow import (APERTURE, FEW_EVENTS, VALID, OpticalFlowEstimator,
-                                               OpticalFlowSettings)
+                                               OpticalFlowSettings, fill_from_neighbours)
 from focus_ros.events import Events
 from focus_ros.losses import LOSSES, get_loss
 from focus_ros.optimize import OptimizerSettings
@@ -160,6 +160,25 @@ def test_warm_start_tracks_the_flow_of_the_next_window():
     error = np.linalg.norm(estimate.flow[estimate.valid] - TRUE_FLOW * 1.1, axis=1)
     assert estimate.valid.sum() >= 0.8 * estimate.grid.count
     assert np.median(error) < 20.0
+
+
+def test_warm_start_holes_are_filled_ring_by_ring_from_the_nearest_flows():
+    """A 5 x 4 grid with two known flows: their 8-neighbours get the mean of the known ones they
+    touch, the next ring the mean of the first ring's, and so on; a grid without any flow stays
+    unknown (no invented start)."""
+    grid = PatchGrid(75, 60, 15)
+    assert (grid.columns, grid.rows) == (5, 4)
+    flows = np.full((grid.count, 2), np.nan)
+    flows[0] = (10.0, 0.0)  # row 0, column 0
+    flows[4] = (30.0, -6.0)  # row 0, column 4
+    filled = fill_from_neighbours(flows, grid.neighbours())
+    np.testing.assert_array_equal(filled[[0, 4]], flows[[0, 4]])
+    assert np.all(np.isfinite(filled))
+    np.testing.assert_allclose(filled[1], (10.0, 0.0))  # touches patch 0 only
+    np.testing.assert_allclose(filled[3], (30.0, -6.0))  # touches patch 4 only
+    np.testing.assert_allclose(filled[2], (20.0, -3.0))  # ring 2: the mean of its filled neighbours 1, 3, 6, 8
+    np.testing.assert_allclose(filled[15], filled[10])  # column 0, row 3: only row 2's ring reaches it
+    assert np.all(np.isnan(fill_from_neighbours(np.full((grid.count, 2), np.nan), grid.neighbours())))
 
 
 def test_empty_window_and_too_few_events_are_invalid():

@@ -10,7 +10,7 @@ small problem per patch.
 The search runs in displacement units: u = v * T (px over the window's time span T), so that
 step sizes and tolerances mean the same at every event rate. Starts: each patch begins at the
 best (highest focus score) of its candidate starts — 0, its previous window's flow (or, when it
-had none, the mean of its neighbours' previous flows), and the flow of the coarser pyramid
+had none, the previous flows of the nearest patches, filled ring by ring), and the flow of the coarser pyramid
 level when ``pyramid_patch_sizes`` is set (coarse-to-fine: larger tiles first, each level
 started from the one above; run only when some patch has no warm start).
 
@@ -158,6 +158,26 @@ def aperture_ratio(tiles: np.ndarray, border: int) -> np.ndarray:
         return (mean - radius) / (mean + radius)
 
 
+def fill_from_neighbours(flows: np.ndarray, neighbours: np.ndarray) -> np.ndarray:
+    """Flows (P, 2) with every NaN row replaced by the mean of its known 8-connected neighbours
+    (``PatchGrid.neighbours``), ring after ring outwards until every patch connected to a known
+    one has a value: a patch far from any valid flow gets the flow of the nearest valid ones."""
+    flows = np.array(flows, dtype=np.float64, copy=True)
+    exists = neighbours >= 0
+    missing = ~np.isfinite(flows[:, 0])
+    while missing.any():
+        neighbour_flows = np.where(exists[..., None], flows[np.maximum(neighbours, 0)], np.nan)
+        known = np.isfinite(neighbour_flows[..., 0])
+        known_count = known.sum(axis=1)
+        fillable = missing & (known_count > 0)
+        if not fillable.any():
+            break
+        total = np.where(known[..., None], neighbour_flows, 0.0).sum(axis=1)
+        flows[fillable] = total[fillable] / known_count[fillable, None]
+        missing &= ~fillable
+    return flows
+
+
 class OpticalFlowEstimator:
     """Patch flow per window with warm start (module docstring). Raises ValueError naming the
     problem for settings that make no sense."""
@@ -209,24 +229,15 @@ class OpticalFlowEstimator:
     # ---------------------------------------------------------------- starts
 
     def _warm_flows(self, events: Events) -> np.ndarray | None:
-        """Previous flows, holes filled with the mean of valid neighbours (P, 2) px/s, or None."""
+        """Previous flows, holes filled ring by ring from valid neighbours (``fill_from_neighbours``)
+        (P, 2) px/s, or None."""
         if not self.settings.warm_start or self.previous is None:
             return None
         if self._previous_end_ns is not None and self._previous_duration_ns > 0:
             gap = int(events.t[0]) - self._previous_end_ns
             if gap > self.settings.gap_reset_windows * self._previous_duration_ns or gap < -self._previous_duration_ns:
                 return None
-        flows = self.previous.copy()
-        missing = ~np.isfinite(flows[:, 0])
-        if missing.any():
-            neighbours = self._neighbours
-            neighbour_flows = np.where((neighbours >= 0)[..., None], self.previous[np.maximum(neighbours, 0)], np.nan)
-            known = np.isfinite(neighbour_flows[..., 0])
-            total = np.where(known[..., None], neighbour_flows, 0.0).sum(axis=1)
-            known_count = known.sum(axis=1)
-            filled = np.where((known_count > 0)[:, None], total / np.maximum(known_count, 1)[:, None], np.nan)
-            flows[missing] = filled[missing]
-        return flows
+        return fill_from_neighbours(self.previous, self._neighbours)
 
     def _coarse_flows(self, events: Events) -> np.ndarray | None:
         """Flows of the coarser level at this grid's patch centres (P, 2) px/s, or None."""
@@ -255,14 +266,16 @@ class OpticalFlowEstimator:
         span_s = span_ns / NANOSECONDS_PER_SECOND
         self._span_s = span_s
         warm = self._warm_flows(events)
-        # coarse-to-fine only where a patch has no warm start (first window, after a reset or a gap)
-        coarse = (self._coarse_flows(events) if warm is None or not np.isfinite(warm).all() else None)
         self.objective.set_events(events, t_ref_ns)
         counts = self.objective.event_counts
         reason = np.where(counts >= settings.min_events_per_patch, VALID, FEW_EVENTS)
         if len(events) < settings.min_window_events or span_ns <= 0:
             reason[:] = FEW_EVENTS
         active = reason == VALID
+        # coarse-to-fine only where a patch to solve has no warm start (first window, after a reset
+        # or a gap, a patch whose neighbourhood had no flow): patches without events need none
+        coarse = (self._coarse_flows(events)
+                  if active.any() and (warm is None or not np.isfinite(warm[active]).all()) else None)
         iterations = np.zeros(count, dtype=np.int64)
         confidence = np.full(count, np.nan)
         self._previous_end_ns = int(events.t[-1])
