@@ -306,6 +306,73 @@ def test_overlapping_patches_see_every_event_of_their_area():
     assert len(events) == expected
 
 
+def test_per_patch_margins_gather_exactly_the_pixels_within_each_patchs_margin():
+    """Memberships with a margin per patch: every pair (event, patch) with the event's pixel within
+    that patch's own margin, and no other (brute force over all pixels of the sensor, overlapping
+    patches included); margins beyond the grid's are clipped to it."""
+    for stride in (15, 7):
+        grid = PatchGrid(60, 45, size=15, stride=stride, margin=8)
+        rng = np.random.default_rng(stride)
+        margins = rng.integers(0, 12, grid.count)
+        y, x = np.divmod(np.arange(60 * 45), 60)
+        events, patches = grid.memberships(x, y, patch_margins=margins)
+        pairs = set(zip(events.tolist(), patches.tolist()))
+        assert len(pairs) == len(events)
+        origins = grid.origins
+        used = np.minimum(margins, 8)
+        inside = ((origins[None, :, 0] - used <= x[:, None]) & (x[:, None] < origins[None, :, 0] + 15 + used)
+                  & (origins[None, :, 1] - used <= y[:, None]) & (y[:, None] < origins[None, :, 1] + 15 + used))
+        assert pairs == set(zip(*np.nonzero(inside)))
+        assert np.all(np.diff(patches) >= 0)  # ordered by patch
+    with pytest.raises(ValueError, match="one margin per patch"):
+        grid.memberships(x, y, patch_margins=np.zeros(3))
+
+
+def _two_windows(first_flow, second_flow):
+    first = translating_dots(first_flow, dots=300, events=8000, width=WIDTH, height=HEIGHT, seed=4)
+    later = translating_dots(second_flow, dots=300, events=8000, width=WIDTH, height=HEIGHT, seed=5)
+    return first, Events(later.x, later.y, later.t + (int(first.t[-1]) - int(later.t[0]) + 1000), later.p)
+
+
+def test_warm_start_narrows_the_margins_and_keeps_the_flow():
+    """Second window at a known flow: each patch gathers only within the margin its warm flow
+    needs (150 px/s over 20 ms: 1.5 px of motion from the window's middle, x 1.25 + 2 px -> 4 px,
+    5 where the first window's flow is up to 25 % off, instead of 8); the events left out could
+    not have reached the patch's tile at that flow, so the flows are those of the full margin
+    (and as accurate as the translation test asks)."""
+    first, later = _two_windows(TRUE_FLOW, TRUE_FLOW)
+    results = {}
+    for adaptive in (True, False):
+        estimator = OpticalFlowEstimator(WIDTH, HEIGHT, OpticalFlowSettings(adaptive_margin=adaptive))
+        estimator.estimate(first)
+        results[adaptive] = estimator.estimate(later), estimator.objective.patch_margins.copy()
+    (narrow, margins), (full, full_margins) = results[True], results[False]
+    assert np.all(full_margins == 8)
+    assert np.all((margins[narrow.valid] >= 4) & (margins[narrow.valid] <= 5))
+    assert narrow.valid.sum() >= 0.8 * narrow.grid.count
+    np.testing.assert_array_equal(narrow.reason, full.reason)
+    np.testing.assert_allclose(narrow.flow, full.flow, atol=1.0)  # px/s; NaN where invalid in both
+    error = np.linalg.norm(narrow.flow[narrow.valid] - TRUE_FLOW, axis=1)
+    assert np.median(error) < 20.0 and error.max() < 70.0
+
+
+def test_a_flow_that_outgrows_its_narrowed_margin_is_solved_again_with_the_full_margin():
+    """Window 1 at 50 px/s (margins of 3 px), window 2 at 375 px/s (3.75 px of motion each side of
+    t_ref): the patches whose flow leaves their margin are solved again with the full 8 px, and
+    the window's result is that of the estimator without narrowed margins."""
+    first, later = _two_windows(TRUE_FLOW / 3, TRUE_FLOW * 2.5)
+    estimates = {}
+    for adaptive in (True, False):
+        estimator = OpticalFlowEstimator(WIDTH, HEIGHT, OpticalFlowSettings(adaptive_margin=adaptive))
+        estimator.estimate(first)
+        estimates[adaptive] = estimator.estimate(later)
+        assert estimator.margin_retries == int(adaptive)
+    narrow, full = estimates[True], estimates[False]
+    assert narrow.valid.sum() >= 0.8 * narrow.grid.count
+    np.testing.assert_array_equal(narrow.reason, full.reason)
+    np.testing.assert_allclose(narrow.flow, full.flow, atol=1.0)  # px/s; NaN where invalid in both
+
+
 def test_flow_command_writes_csv_and_pictures(tmp_path):
     from focus_ros.cli import main
 

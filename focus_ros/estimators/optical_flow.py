@@ -66,7 +66,10 @@ class OpticalFlowSettings:
 
     loss [variance]: registry name (not the timestamp loss; counts-only losses without polarity);
     use_polarity [False]: b_k = p_k; patch_size_px [15] and patch_stride_px [= size]: the grid;
-    margin_px [8]: events within this many px of a patch are warped into it (px);
+    margin_px [8]: events within this many px of a patch are warped into it (px); adaptive_margin
+    [True]: with a warm start, each patch gathers only within the margin its previous flow needs —
+    motion from t_ref to the window's far end × margin_growth [1.25] + margin_slack_px [2.0] px,
+    at most margin_px (a flow found beyond a patch's margin is reported out of range);
     border_px [2]: the patch IWE's border (px); t_ref ["middle"]: "start" | "middle" | "end";
     blur_sigma_px [None = 1 px for spatial losses, else 0]: IWE blur (px, at most 1);
     min_events_per_patch [100], min_window_events [1000]; probe_px [1.0]: displacement (px over the
@@ -84,6 +87,9 @@ class OpticalFlowSettings:
     patch_size_px: int = 15
     patch_stride_px: int | None = None
     margin_px: int = 8
+    adaptive_margin: bool = True
+    margin_growth: float = 1.25
+    margin_slack_px: float = 2.0
     border_px: int = 2
     t_ref: str = "middle"
     blur_sigma_px: float | None = None
@@ -221,6 +227,8 @@ class OpticalFlowEstimator:
     def reset(self) -> None:
         """Forget the warm start."""
         self.previous: np.ndarray | None = None  # (P, 2) px/s, NaN where unknown
+        #: windows solved a second time with the full margin (a flow outgrew its narrowed margin)
+        self.margin_retries = 0
         self._previous_end_ns: int | None = None
         self._previous_duration_ns = 0
         if self._coarser is not None:
@@ -238,6 +246,18 @@ class OpticalFlowEstimator:
             if gap > self.settings.gap_reset_windows * self._previous_duration_ns or gap < -self._previous_duration_ns:
                 return None
         return fill_from_neighbours(self.previous, self._neighbours)
+
+    def _gathering_margins(self, warm: np.ndarray | None, span_s: float, reach: float) -> np.ndarray | None:
+        """Per patch, the gathering margin (px) its warm-start flow needs: the motion between t_ref
+        and the window's far end at that flow, times ``margin_growth``, plus ``margin_slack_px``
+        (at most ``margin_px``; ``margin_px`` where the patch has no warm start). None (the grid's
+        margin everywhere) when ``adaptive_margin`` is off or there is no warm start."""
+        settings = self.settings
+        if not settings.adaptive_margin or warm is None:
+            return None
+        motion = np.linalg.norm(warm, axis=1) * span_s * reach
+        needed = np.ceil(motion * settings.margin_growth + settings.margin_slack_px)
+        return np.where(np.isfinite(needed), np.minimum(needed, self.grid.margin), self.grid.margin).astype(np.int64)
 
     def _coarse_flows(self, events: Events) -> np.ndarray | None:
         """Flows of the coarser level at this grid's patch centres (P, 2) px/s, or None."""
@@ -266,11 +286,45 @@ class OpticalFlowEstimator:
         span_s = span_ns / NANOSECONDS_PER_SECOND
         self._span_s = span_s
         warm = self._warm_flows(events)
-        self.objective.set_events(events, t_ref_ns)
+        # the far end of the window from t_ref, as a share of the span: |u| * reach px of motion
+        reach = max(t_ref_ns - int(events.t[0]), int(events.t[-1]) - t_ref_ns) / max(span_ns, 1)
+        margins = self._gathering_margins(warm, span_s, reach)
+        estimate = self._solve(events, t_ref_ns, span_ns, warm, reach, margins)
+        if margins is not None:
+            # a flow beyond a margin narrowed by the warm start (the motion grew): solve again with
+            # the full margin for those patches rather than report them out of range
+            motion = np.linalg.norm(self._solution, axis=1) * reach
+            grown = (estimate.reason == OUT_OF_RANGE) & (margins < motion) & (motion <= grid.margin)
+            if grown.any():
+                self.margin_retries += 1
+                again = self._solve(events, t_ref_ns, span_ns, warm, reach, np.where(grown, grid.margin, margins),
+                                    only=grown)
+                for name in ("flow", "confidence", "reason", "iterations"):
+                    getattr(estimate, name)[grown] = getattr(again, name)[grown]
+                estimate.evaluations += again.evaluations
+        self._previous_end_ns = int(events.t[-1])
+        self._previous_duration_ns = span_ns
+        flow = estimate.flow
+        self.previous = flow.copy() if np.isfinite(flow).any() else None
+        return estimate
+
+    def _solve(self, events: Events, t_ref_ns: int, span_ns: int, warm, reach: float, margins,
+               only: np.ndarray | None = None) -> FlowEstimate:
+        """One window's flows from the starts (module docstring), events gathered within
+        ``margins`` (P,) px (None: the grid's margin), only the patches ``only`` (P,) bool if given
+        (the others: FEW_EVENTS); no change of the warm-start state."""
+        settings = self.settings
+        grid = self.grid
+        count = grid.count
+        span_s = span_ns / NANOSECONDS_PER_SECOND
+        nan2 = np.full((count, 2), np.nan)
+        self.objective.set_events(events, t_ref_ns, margins)
         counts = self.objective.event_counts
         reason = np.where(counts >= settings.min_events_per_patch, VALID, FEW_EVENTS)
         if len(events) < settings.min_window_events or span_ns <= 0:
             reason[:] = FEW_EVENTS
+        if only is not None:
+            reason[~only] = FEW_EVENTS
         active = reason == VALID
         # coarse-to-fine only where a patch to solve has no warm start (first window, after a reset
         # or a gap, a patch whose neighbourhood had no flow): patches without events need none
@@ -278,10 +332,8 @@ class OpticalFlowEstimator:
                   if active.any() and (warm is None or not np.isfinite(warm[active]).all()) else None)
         iterations = np.zeros(count, dtype=np.int64)
         confidence = np.full(count, np.nan)
-        self._previous_end_ns = int(events.t[-1])
-        self._previous_duration_ns = span_ns
+        self._solution = nan2
         if not active.any():
-            self.previous = None
             return FlowEstimate(t_ref_ns, span_s, grid.centers, nan2, counts, confidence, reason, iterations, 0, grid)
         sign = self.loss.sign
         evaluations = 0
@@ -322,12 +374,11 @@ class OpticalFlowEstimator:
         score = np.where(worse, start_score, score)
         confidence[active] = ((score - score_at_zero) / np.where(score_at_zero != 0, np.abs(score_at_zero), 1.0))[active]
         reason[active & ~np.all(np.isfinite(u), axis=1)] = OUT_OF_RANGE
-        reach = max(t_ref_ns - int(events.t[0]), int(events.t[-1]) - t_ref_ns) / max(span_ns, 1)  # of u, at the far end
-        reason[active & (np.linalg.norm(np.nan_to_num(u), axis=1) * reach > grid.margin)] = OUT_OF_RANGE
+        reason[active & (np.linalg.norm(np.nan_to_num(u), axis=1) * reach > self.objective.patch_margins)] = OUT_OF_RANGE
         if not self.is_coarse_level:
             reason = self._check_curvature(u, score, reason, scores)
         flow = np.where((reason == VALID)[:, None], u / span_s, np.nan)
-        self.previous = flow.copy() if np.isfinite(flow).any() else None
+        self._solution = u  # px over the window, valid or not
         return FlowEstimate(t_ref_ns, span_s, grid.centers, flow, counts, confidence, reason, iterations,
                             evaluations, grid)
 
