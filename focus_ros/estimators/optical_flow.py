@@ -10,7 +10,7 @@ small problem per patch.
 The search runs in displacement units: u = v * T (px over the window's time span T), so that
 step sizes and tolerances mean the same at every event rate. Starts: each patch begins at the
 best (highest focus score) of its candidate starts — 0, its previous window's flow (or, when it
-had none, the previous flows of the nearest patches, filled ring by ring), and the flow of the coarser pyramid
+had none, the affine flow field fitted to the previous flows, or those of the nearest patches), and the flow of the coarser pyramid
 level when ``pyramid_patch_sizes`` is set (coarse-to-fine: larger tiles first, each level
 started from the one above; run only when some patch has no warm start).
 
@@ -57,6 +57,8 @@ FLOW_OPTIMIZER_SETTINGS = OptimizerSettings(gradient_tolerance=1e-6, value_toler
                                             max_iterations=10, initial_step=0.5, max_line_search_evaluations=4)
 
 T_REF_CHOICES = ("start", "middle", "end")
+#: how the warm start fills the patches without a previous flow (OpticalFlowSettings.warm_fill)
+WARM_FILLS = ("affine", "rings")
 
 
 
@@ -72,9 +74,11 @@ class OpticalFlowSettings:
     at most margin_px (a flow found beyond a patch's margin is reported out of range);
     border_px [2]: the patch IWE's border (px); t_ref ["middle"]: "start" | "middle" | "end";
     blur_sigma_px [None = 1 px for spatial losses, else 0]: IWE blur (px, at most 1);
-    min_events_per_patch [100], min_window_events [1000]; probe_px [1.0]: displacement (px over the
+    min_events_per_patch [150], min_window_events [1000]; probe_px [1.0]: displacement (px over the
     window) of the curvature probe; min_relative_drop [0.02]; min_aperture_ratio [0.15];
-    warm_start [True]: start from the previous window's flows; gap_reset_windows [10]: forget them
+    warm_start [True]: start from the previous window's flows; warm_fill ["affine"]: a patch
+    without one starts from the affine flow field fitted to the others (``fill_affine``) or
+    ("rings") from the nearest ones (``fill_from_neighbours``); gap_reset_windows [10]: forget them
     after a gap of that many window durations; pyramid_patch_sizes [(45,)]: coarser patch sizes
     (px, e.g. (60, 30); () for none) solved first, coarse to fine; max_step_px [2.0]: longest optimiser step (px
     over the window); straggler_share [0.05]: the batched solve stops when no more than this share
@@ -93,12 +97,13 @@ class OpticalFlowSettings:
     border_px: int = 2
     t_ref: str = "middle"
     blur_sigma_px: float | None = None
-    min_events_per_patch: int = 100
+    min_events_per_patch: int = 150
     min_window_events: int = 1000
     probe_px: float = 1.0
     min_relative_drop: float = 0.02
     min_aperture_ratio: float = 0.15
     warm_start: bool = True
+    warm_fill: str = "affine"
     gap_reset_windows: float = 10.0
     pyramid_patch_sizes: tuple = (45,)
     max_step_px: float = 2.0
@@ -184,6 +189,32 @@ def fill_from_neighbours(flows: np.ndarray, neighbours: np.ndarray) -> np.ndarra
     return flows
 
 
+#: the affine fill needs at least this many known flows (3 parameters per component, and spares)
+MIN_AFFINE_FLOWS = 8
+
+
+def fill_affine(flows: np.ndarray, centers: np.ndarray, neighbours: np.ndarray) -> np.ndarray:
+    """Flows (P, 2) px/s with every NaN row replaced by the affine flow field
+    v(x, y) = a + B (x, y) fitted by least squares to the known rows at their patch centres
+    (P, 2) px, refitted once without the known flows more than 3 median residuals off (wrong
+    previous flows); ``fill_from_neighbours`` when fewer than ``MIN_AFFINE_FLOWS`` are known.
+    A camera's rotation gives a nearly affine field over a DAVIS-sized sensor (rotation about the
+    optical axis: linear in x, y; about x, y: nearly constant), which one patch's neighbours
+    alone do not extrapolate."""
+    flows = np.array(flows, dtype=np.float64, copy=True)
+    known = np.isfinite(flows).all(axis=1)
+    if known.sum() < MIN_AFFINE_FLOWS:
+        return fill_from_neighbours(flows, neighbours)
+    design = np.column_stack([np.ones(len(centers)), centers[:, 0], centers[:, 1]])
+    coefficients = np.linalg.lstsq(design[known], flows[known], rcond=None)[0]
+    residual = np.linalg.norm(design[known] @ coefficients - flows[known], axis=1)
+    inliers = residual <= 3.0 * np.median(residual)
+    if MIN_AFFINE_FLOWS <= inliers.sum() < known.sum():
+        coefficients = np.linalg.lstsq(design[known][inliers], flows[known][inliers], rcond=None)[0]
+    flows[~known] = design[~known] @ coefficients
+    return flows
+
+
 class OpticalFlowEstimator:
     """Patch flow per window with warm start (module docstring). Raises ValueError naming the
     problem for settings that make no sense."""
@@ -191,6 +222,8 @@ class OpticalFlowEstimator:
     def __init__(self, width: int, height: int, settings: OpticalFlowSettings = OpticalFlowSettings()):
         if settings.loss not in LOSSES:
             raise ValueError(f"unknown loss '{settings.loss}': choose one of {', '.join(LOSSES)}")
+        if settings.warm_fill not in WARM_FILLS:
+            raise ValueError(f"unknown warm_fill '{settings.warm_fill}': choose one of {', '.join(WARM_FILLS)}")
         if settings.t_ref not in T_REF_CHOICES:
             raise ValueError(f"unknown t_ref '{settings.t_ref}': choose one of {', '.join(T_REF_CHOICES)}")
         for name in ("probe_px", "min_relative_drop", "gap_reset_windows"):
@@ -237,7 +270,7 @@ class OpticalFlowEstimator:
     # ---------------------------------------------------------------- starts
 
     def _warm_flows(self, events: Events) -> np.ndarray | None:
-        """Previous flows, holes filled ring by ring from valid neighbours (``fill_from_neighbours``)
+        """Previous flows, holes filled (``warm_fill``: ``fill_affine`` or ``fill_from_neighbours``)
         (P, 2) px/s, or None."""
         if not self.settings.warm_start or self.previous is None:
             return None
@@ -245,7 +278,9 @@ class OpticalFlowEstimator:
             gap = int(events.t[0]) - self._previous_end_ns
             if gap > self.settings.gap_reset_windows * self._previous_duration_ns or gap < -self._previous_duration_ns:
                 return None
-        return fill_from_neighbours(self.previous, self._neighbours)
+        if self.settings.warm_fill == "affine":
+            return fill_affine(self.previous, self.grid.centers, self._neighbours)
+        return fill_from_neighbours(self.previous, self._neighbours)  # "rings"
 
     def _gathering_margins(self, warm: np.ndarray | None, span_s: float, reach: float) -> np.ndarray | None:
         """Per patch, the gathering margin (px) its warm-start flow needs: the motion between t_ref
