@@ -10,9 +10,10 @@ small problem per patch.
 The search runs in displacement units: u = v * T (px over the window's time span T), so that
 step sizes and tolerances mean the same at every event rate. Starts: each patch begins at the
 best (highest focus score) of its candidate starts — 0, its previous window's flow (or, when it
-had none, the affine flow field fitted to the previous flows, or those of the nearest patches), and the flow of the coarser pyramid
-level when ``pyramid_patch_sizes`` is set (coarse-to-fine: larger tiles first, each level
-started from the one above; run only when some patch has no warm start).
+had none, the affine flow field fitted to the previous flows, or those of the nearest patches),
+and the flow of the coarser pyramid level when ``pyramid_patch_sizes`` is set (coarse-to-fine:
+larger tiles first, each level started from the one above; run only when a patch with enough
+events has no warm start: the first window, after a reset or a gap).
 
 A patch's flow is reported invalid (NaN) rather than wrong when (``REASONS``):
 
@@ -24,7 +25,10 @@ A patch's flow is reported invalid (NaN) rather than wrong when (``REASONS``):
 - aperture problem: the structure tensor of the patch's sharp IWE has a smaller-to-larger
   eigenvalue ratio below ``min_aperture_ratio`` (all edges parallel, e.g. one straight edge:
   only the normal component is observable; the estimator does not invent the other one);
-- the flow brings events from beyond the gathering margin (|u| / 2 > margin for t_ref in the middle) or the optimiser produced a non-finite value.
+- the flow brings events from beyond the gathering margin (|u| / 2 > margin for t_ref in the
+  middle; with a warm start each patch first gathers only within the margin its previous flow
+  needs, and a patch whose flow leaves it is solved again with ``margin_px``) or the optimiser
+  produced a non-finite value.
 
 The drops come from the focus score at u* ± probe along x and y (4 batched value
 evaluations). The coarser pyramid levels only provide starts: they skip these checks. The confidence of a patch is its focus gain over v = 0,
