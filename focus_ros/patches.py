@@ -53,9 +53,11 @@ def _reached(coordinate, offset, size, stride, margin, count):
 
 
 @numba.njit(cache=True, nogil=True)
-def _memberships(x, y, size, stride, margin, columns, rows, per_axis):
-    """Pairs (event, patch) with patch.origin - margin <= (x, y) < patch.origin + size + margin,
+def _memberships(x, y, size, stride, margin, columns, rows, per_axis, patch_margins):
+    """Pairs (event, patch) with patch.origin - m <= (x, y) < patch.origin + size + m, m the patch's
+    margin (``patch_margins[p]``, at most ``margin``; all ``margin`` when patch_margins is empty),
     ordered by patch then event (counting sort: pass 0 counts, pass 1 fills)."""
+    per_patch = patch_margins.shape[0] > 0
     counts = np.zeros(columns * rows + 1, dtype=np.int64)
     events = np.empty(0, dtype=np.int64)
     patches = np.empty(0, dtype=np.int64)
@@ -76,6 +78,11 @@ def _memberships(x, y, size, stride, margin, columns, rows, per_axis):
                     if row < 0:
                         continue
                     patch = row * columns + column
+                    if per_patch:
+                        m = patch_margins[patch]
+                        if (x[k] < column * stride - m or x[k] >= column * stride + size + m
+                                or y[k] < row * stride - m or y[k] >= row * stride + size + m):
+                            continue
                     if fill_pass == 0:
                         counts[patch + 1] += 1
                     else:
@@ -150,15 +157,24 @@ class PatchGrid:
         """(P, 2) centre (x, y) of every patch (px, pixel centres at integers)."""
         return self.origins + (self.size - 1) / 2.0
 
-    def memberships(self, x: np.ndarray, y: np.ndarray, margin: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def memberships(self, x: np.ndarray, y: np.ndarray, margin: int | None = None,
+                    patch_margins: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(event index, patch index) of every pair where the event's pixel lies in the patch grown
-        by ``margin`` px (default: the grid's gathering margin; 0: the patch proper), ordered by
+        by ``margin`` px (default: the grid's gathering margin; 0: the patch proper), or by its own
+        margin ``patch_margins`` (P,) px (integers clipped to [0, margin]) when given, ordered by
         patch, then by event (one compiled counting pass)."""
         margin = self.margin if margin is None else int(margin)
         x = np.ascontiguousarray(x, dtype=np.int64)
         y = np.ascontiguousarray(y, dtype=np.int64)
+        if patch_margins is None:
+            patch_margins = np.empty(0, dtype=np.int64)
+        else:
+            patch_margins = np.clip(np.asarray(patch_margins, dtype=np.int64), 0, margin)
+            if patch_margins.shape != (self.count,):
+                raise ValueError(f"patch_margins must hold one margin per patch ({self.count}), "
+                                 f"got shape {patch_margins.shape}")
         per_axis = -(-(self.size + 2 * margin) // self.stride)  # patches an event can belong to, per axis
-        return _memberships(x, y, self.size, self.stride, margin, self.columns, self.rows, per_axis)
+        return _memberships(x, y, self.size, self.stride, margin, self.columns, self.rows, per_axis, patch_margins)
 
     def event_counts(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         """(P,) events whose pixel lies in each patch proper."""
@@ -307,10 +323,17 @@ class PatchObjective:
 
     # ---------------------------------------------------------------- events
 
-    def set_events(self, events: Events, t_ref_ns: int) -> None:
-        """Use this window; dt_k = t_k - t_ref (s). Events outside every patch are ignored."""
+    def set_events(self, events: Events, t_ref_ns: int, patch_margins: np.ndarray | None = None) -> None:
+        """Use this window; dt_k = t_k - t_ref (s). Events outside every patch are ignored.
+        patch_margins (P,) px: gather each patch's events within its own margin (at most the
+        grid's; default: the grid's margin for all): fewer memberships where the flow is known to
+        be small."""
         grid = self.grid
-        event_index, patch = grid.memberships(events.x, events.y)  # patch by patch: each tile stays in cache
+        # patch by patch: each tile stays in cache
+        event_index, patch = grid.memberships(events.x, events.y, patch_margins=patch_margins)
+        #: gathering margin of each patch (P,) px
+        self.patch_margins = (np.full(grid.count, grid.margin, dtype=np.int64) if patch_margins is None
+                              else np.clip(np.asarray(patch_margins, dtype=np.int64), 0, grid.margin))
         self.patch = patch
         jitter_x, jitter_y = subpixel_offsets(events.t)
         count = len(patch)

@@ -37,11 +37,17 @@ def _focus_ros_flow_csv(events, tmp_path) -> list[np.ndarray]:
     np.savetxt(folder / "events.txt", np.column_stack([events.t / 1e9, events.x, events.y, (events.p > 0)]),
                fmt=["%.9f", "%d", "%d", "%d"])
     (folder / "calib.txt").write_text(Calibration.davis240c().to_ecd_line() + "\n")
-    assert main(["flow", str(folder), "-o", str(tmp_path / "flow"), "--picture-every", "0", "--quiet"]) == 0
+    assert main(["flow", str(folder), "-o", str(tmp_path / "flow"), "--picture-every", "0", "--quiet",
+                 "--min-patch-events", str(SCENE_MIN_EVENTS)]) == 0
     with open(tmp_path / "flow" / "flow.csv") as handle:
         rows = list(csv.DictReader(handle))
     flows = np.array([[float(row["vx"]), float(row["vy"])] for row in rows]).reshape(-1, 12, 16, 2)
     return list(flows)
+
+
+#: the scene (30,000 events per window over 192 patches: ~160 per patch) was sized for a threshold
+#: of 100 events per patch, below the default of 150; the node and the command get the same value
+SCENE_MIN_EVENTS = 100
 
 
 def test_node_publishes_the_flow_of_focus_ros_flow(tmp_path, monkeypatch):
@@ -52,7 +58,7 @@ def test_node_publishes_the_flow_of_focus_ros_flow(tmp_path, monkeypatch):
     assert len(windows) == 2
     command_flows = _focus_ros_flow_csv(events, tmp_path)
     assert len(command_flows) == 2
-    estimator = OpticalFlowEstimator(240, 180, OpticalFlowSettings())
+    estimator = OpticalFlowEstimator(240, 180, OpticalFlowSettings(min_events_per_patch=SCENE_MIN_EVENTS))
     expected = [estimator.estimate(window) for window in windows]
 
     with client_node("flow_test_client", monkeypatch) as (env, node, executor):
@@ -62,7 +68,8 @@ def test_node_publishes_the_flow_of_focus_ros_flow(tmp_path, monkeypatch):
         node.create_subscription(Image, "/optical_flow/image", pictures.append, 10)
         command = [executable("optical_flow_node"), "--ros-args", "--params-file", str(PARAMS_FILE),
                    "-r", "events:=/dvs/events", "-p", "qos_reliability:=reliable", "-p", "queue_policy:=all",
-                   "-p", "camera_info_timeout_s:=0.3", "-p", "image_rate_hz:=100.0"]
+                   "-p", "camera_info_timeout_s:=0.3", "-p", "image_rate_hz:=100.0",
+                   "-p", f"min_events_per_patch:={SCENE_MIN_EVENTS}"]
         process = NodeProcess(command, env, tmp_path / "optical_flow_node.log")
         try:
             assert spin_until(executor, lambda: reports, 30.0), process.log()

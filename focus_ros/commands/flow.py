@@ -31,7 +31,8 @@ def add_flow_arguments(parser) -> None:
     parser.add_argument("--patch-size", type=int, default=defaults.patch_size_px, help="patch side (px, default 15)")
     parser.add_argument("--patch-stride", type=int, default=None, help="patch stride (px, default: the patch size)")
     parser.add_argument("--margin", type=int, default=defaults.margin_px,
-                        help=f"events within this many px of a patch are warped into it (px, default {defaults.margin_px})")
+                        help=f"events within this many px of a patch are warped into it (px, default {defaults.margin_px}; "
+                             "with a warm start each patch uses only what its previous flow needs)")
     parser.add_argument("--pyramid", default=",".join(str(s) for s in defaults.pyramid_patch_sizes),
                         help="coarser patch sizes solved first where a patch has no warm start "
                              f"(px, comma-separated, decreasing; '' for none; default "

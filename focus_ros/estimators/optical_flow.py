@@ -10,9 +10,10 @@ small problem per patch.
 The search runs in displacement units: u = v * T (px over the window's time span T), so that
 step sizes and tolerances mean the same at every event rate. Starts: each patch begins at the
 best (highest focus score) of its candidate starts — 0, its previous window's flow (or, when it
-had none, the mean of its neighbours' previous flows), and the flow of the coarser pyramid
-level when ``pyramid_patch_sizes`` is set (coarse-to-fine: larger tiles first, each level
-started from the one above; run only when some patch has no warm start).
+had none, the affine flow field fitted to the previous flows, or those of the nearest patches),
+and the flow of the coarser pyramid level when ``pyramid_patch_sizes`` is set (coarse-to-fine:
+larger tiles first, each level started from the one above; run only when a patch with enough
+events has no warm start: the first window, after a reset or a gap).
 
 A patch's flow is reported invalid (NaN) rather than wrong when (``REASONS``):
 
@@ -24,7 +25,10 @@ A patch's flow is reported invalid (NaN) rather than wrong when (``REASONS``):
 - aperture problem: the structure tensor of the patch's sharp IWE has a smaller-to-larger
   eigenvalue ratio below ``min_aperture_ratio`` (all edges parallel, e.g. one straight edge:
   only the normal component is observable; the estimator does not invent the other one);
-- the flow brings events from beyond the gathering margin (|u| / 2 > margin for t_ref in the middle) or the optimiser produced a non-finite value.
+- the flow brings events from beyond the gathering margin (|u| / 2 > margin for t_ref in the
+  middle; with a warm start each patch first gathers only within the margin its previous flow
+  needs, and a patch whose flow leaves it is solved again with ``margin_px``) or the optimiser
+  produced a non-finite value.
 
 The drops come from the focus score at u* ± probe along x and y (4 batched value
 evaluations). The coarser pyramid levels only provide starts: they skip these checks. The confidence of a patch is its focus gain over v = 0,
@@ -57,6 +61,8 @@ FLOW_OPTIMIZER_SETTINGS = OptimizerSettings(gradient_tolerance=1e-6, value_toler
                                             max_iterations=10, initial_step=0.5, max_line_search_evaluations=4)
 
 T_REF_CHOICES = ("start", "middle", "end")
+#: how the warm start fills the patches without a previous flow (OpticalFlowSettings.warm_fill)
+WARM_FILLS = ("affine", "rings")
 
 
 
@@ -66,12 +72,17 @@ class OpticalFlowSettings:
 
     loss [variance]: registry name (not the timestamp loss; counts-only losses without polarity);
     use_polarity [False]: b_k = p_k; patch_size_px [15] and patch_stride_px [= size]: the grid;
-    margin_px [8]: events within this many px of a patch are warped into it (px);
+    margin_px [8]: events within this many px of a patch are warped into it (px); adaptive_margin
+    [True]: with a warm start, each patch gathers only within the margin its previous flow needs —
+    motion from t_ref to the window's far end × margin_growth [1.25] + margin_slack_px [2.0] px,
+    at most margin_px (a flow found beyond a patch's margin is reported out of range);
     border_px [2]: the patch IWE's border (px); t_ref ["middle"]: "start" | "middle" | "end";
     blur_sigma_px [None = 1 px for spatial losses, else 0]: IWE blur (px, at most 1);
-    min_events_per_patch [100], min_window_events [1000]; probe_px [1.0]: displacement (px over the
+    min_events_per_patch [150], min_window_events [1000]; probe_px [1.0]: displacement (px over the
     window) of the curvature probe; min_relative_drop [0.02]; min_aperture_ratio [0.15];
-    warm_start [True]: start from the previous window's flows; gap_reset_windows [10]: forget them
+    warm_start [True]: start from the previous window's flows; warm_fill ["affine"]: a patch
+    without one starts from the affine flow field fitted to the others (``fill_affine``) or
+    ("rings") from the nearest ones (``fill_from_neighbours``); gap_reset_windows [10]: forget them
     after a gap of that many window durations; pyramid_patch_sizes [(45,)]: coarser patch sizes
     (px, e.g. (60, 30); () for none) solved first, coarse to fine; max_step_px [2.0]: longest optimiser step (px
     over the window); straggler_share [0.05]: the batched solve stops when no more than this share
@@ -84,15 +95,19 @@ class OpticalFlowSettings:
     patch_size_px: int = 15
     patch_stride_px: int | None = None
     margin_px: int = 8
+    adaptive_margin: bool = True
+    margin_growth: float = 1.25
+    margin_slack_px: float = 2.0
     border_px: int = 2
     t_ref: str = "middle"
     blur_sigma_px: float | None = None
-    min_events_per_patch: int = 100
+    min_events_per_patch: int = 150
     min_window_events: int = 1000
     probe_px: float = 1.0
     min_relative_drop: float = 0.02
     min_aperture_ratio: float = 0.15
     warm_start: bool = True
+    warm_fill: str = "affine"
     gap_reset_windows: float = 10.0
     pyramid_patch_sizes: tuple = (45,)
     max_step_px: float = 2.0
@@ -158,6 +173,52 @@ def aperture_ratio(tiles: np.ndarray, border: int) -> np.ndarray:
         return (mean - radius) / (mean + radius)
 
 
+def fill_from_neighbours(flows: np.ndarray, neighbours: np.ndarray) -> np.ndarray:
+    """Flows (P, 2) with every NaN row replaced by the mean of its known 8-connected neighbours
+    (``PatchGrid.neighbours``), ring after ring outwards until every patch connected to a known
+    one has a value: a patch far from any valid flow gets the flow of the nearest valid ones."""
+    flows = np.array(flows, dtype=np.float64, copy=True)
+    exists = neighbours >= 0
+    missing = ~np.isfinite(flows[:, 0])
+    while missing.any():
+        neighbour_flows = np.where(exists[..., None], flows[np.maximum(neighbours, 0)], np.nan)
+        known = np.isfinite(neighbour_flows[..., 0])
+        known_count = known.sum(axis=1)
+        fillable = missing & (known_count > 0)
+        if not fillable.any():
+            break
+        total = np.where(known[..., None], neighbour_flows, 0.0).sum(axis=1)
+        flows[fillable] = total[fillable] / known_count[fillable, None]
+        missing &= ~fillable
+    return flows
+
+
+#: the affine fill needs at least this many known flows (3 parameters per component, and spares)
+MIN_AFFINE_FLOWS = 8
+
+
+def fill_affine(flows: np.ndarray, centers: np.ndarray, neighbours: np.ndarray) -> np.ndarray:
+    """Flows (P, 2) px/s with every NaN row replaced by the affine flow field
+    v(x, y) = a + B (x, y) fitted by least squares to the known rows at their patch centres
+    (P, 2) px, refitted once without the known flows more than 3 median residuals off (wrong
+    previous flows); ``fill_from_neighbours`` when fewer than ``MIN_AFFINE_FLOWS`` are known.
+    A camera's rotation gives a nearly affine field over a DAVIS-sized sensor (rotation about the
+    optical axis: linear in x, y; about x, y: nearly constant), which one patch's neighbours
+    alone do not extrapolate."""
+    flows = np.array(flows, dtype=np.float64, copy=True)
+    known = np.isfinite(flows).all(axis=1)
+    if known.sum() < MIN_AFFINE_FLOWS:
+        return fill_from_neighbours(flows, neighbours)
+    design = np.column_stack([np.ones(len(centers)), centers[:, 0], centers[:, 1]])
+    coefficients = np.linalg.lstsq(design[known], flows[known], rcond=None)[0]
+    residual = np.linalg.norm(design[known] @ coefficients - flows[known], axis=1)
+    inliers = residual <= 3.0 * np.median(residual)
+    if MIN_AFFINE_FLOWS <= inliers.sum() < known.sum():
+        coefficients = np.linalg.lstsq(design[known][inliers], flows[known][inliers], rcond=None)[0]
+    flows[~known] = design[~known] @ coefficients
+    return flows
+
+
 class OpticalFlowEstimator:
     """Patch flow per window with warm start (module docstring). Raises ValueError naming the
     problem for settings that make no sense."""
@@ -165,6 +226,8 @@ class OpticalFlowEstimator:
     def __init__(self, width: int, height: int, settings: OpticalFlowSettings = OpticalFlowSettings()):
         if settings.loss not in LOSSES:
             raise ValueError(f"unknown loss '{settings.loss}': choose one of {', '.join(LOSSES)}")
+        if settings.warm_fill not in WARM_FILLS:
+            raise ValueError(f"unknown warm_fill '{settings.warm_fill}': choose one of {', '.join(WARM_FILLS)}")
         if settings.t_ref not in T_REF_CHOICES:
             raise ValueError(f"unknown t_ref '{settings.t_ref}': choose one of {', '.join(T_REF_CHOICES)}")
         for name in ("probe_px", "min_relative_drop", "gap_reset_windows"):
@@ -201,6 +264,8 @@ class OpticalFlowEstimator:
     def reset(self) -> None:
         """Forget the warm start."""
         self.previous: np.ndarray | None = None  # (P, 2) px/s, NaN where unknown
+        #: windows solved a second time with the full margin (a flow outgrew its narrowed margin)
+        self.margin_retries = 0
         self._previous_end_ns: int | None = None
         self._previous_duration_ns = 0
         if self._coarser is not None:
@@ -209,24 +274,29 @@ class OpticalFlowEstimator:
     # ---------------------------------------------------------------- starts
 
     def _warm_flows(self, events: Events) -> np.ndarray | None:
-        """Previous flows, holes filled with the mean of valid neighbours (P, 2) px/s, or None."""
+        """Previous flows, holes filled (``warm_fill``: ``fill_affine`` or ``fill_from_neighbours``)
+        (P, 2) px/s, or None."""
         if not self.settings.warm_start or self.previous is None:
             return None
         if self._previous_end_ns is not None and self._previous_duration_ns > 0:
             gap = int(events.t[0]) - self._previous_end_ns
             if gap > self.settings.gap_reset_windows * self._previous_duration_ns or gap < -self._previous_duration_ns:
                 return None
-        flows = self.previous.copy()
-        missing = ~np.isfinite(flows[:, 0])
-        if missing.any():
-            neighbours = self._neighbours
-            neighbour_flows = np.where((neighbours >= 0)[..., None], self.previous[np.maximum(neighbours, 0)], np.nan)
-            known = np.isfinite(neighbour_flows[..., 0])
-            total = np.where(known[..., None], neighbour_flows, 0.0).sum(axis=1)
-            known_count = known.sum(axis=1)
-            filled = np.where((known_count > 0)[:, None], total / np.maximum(known_count, 1)[:, None], np.nan)
-            flows[missing] = filled[missing]
-        return flows
+        if self.settings.warm_fill == "affine":
+            return fill_affine(self.previous, self.grid.centers, self._neighbours)
+        return fill_from_neighbours(self.previous, self._neighbours)  # "rings"
+
+    def _gathering_margins(self, warm: np.ndarray | None, span_s: float, reach: float) -> np.ndarray | None:
+        """Per patch, the gathering margin (px) its warm-start flow needs: the motion between t_ref
+        and the window's far end at that flow, times ``margin_growth``, plus ``margin_slack_px``
+        (at most ``margin_px``; ``margin_px`` where the patch has no warm start). None (the grid's
+        margin everywhere) when ``adaptive_margin`` is off or there is no warm start."""
+        settings = self.settings
+        if not settings.adaptive_margin or warm is None:
+            return None
+        motion = np.linalg.norm(warm, axis=1) * span_s * reach
+        needed = np.ceil(motion * settings.margin_growth + settings.margin_slack_px)
+        return np.where(np.isfinite(needed), np.minimum(needed, self.grid.margin), self.grid.margin).astype(np.int64)
 
     def _coarse_flows(self, events: Events) -> np.ndarray | None:
         """Flows of the coarser level at this grid's patch centres (P, 2) px/s, or None."""
@@ -255,20 +325,54 @@ class OpticalFlowEstimator:
         span_s = span_ns / NANOSECONDS_PER_SECOND
         self._span_s = span_s
         warm = self._warm_flows(events)
-        # coarse-to-fine only where a patch has no warm start (first window, after a reset or a gap)
-        coarse = (self._coarse_flows(events) if warm is None or not np.isfinite(warm).all() else None)
-        self.objective.set_events(events, t_ref_ns)
+        # the far end of the window from t_ref, as a share of the span: |u| * reach px of motion
+        reach = max(t_ref_ns - int(events.t[0]), int(events.t[-1]) - t_ref_ns) / max(span_ns, 1)
+        margins = self._gathering_margins(warm, span_s, reach)
+        estimate = self._solve(events, t_ref_ns, span_ns, warm, reach, margins)
+        if margins is not None:
+            # a flow beyond a margin narrowed by the warm start (the motion grew): solve again with
+            # the full margin for those patches rather than report them out of range
+            motion = np.linalg.norm(self._solution, axis=1) * reach
+            grown = (estimate.reason == OUT_OF_RANGE) & (margins < motion) & (motion <= grid.margin)
+            if grown.any():
+                self.margin_retries += 1
+                again = self._solve(events, t_ref_ns, span_ns, warm, reach, np.where(grown, grid.margin, margins),
+                                    only=grown)
+                for name in ("flow", "confidence", "reason", "iterations"):
+                    getattr(estimate, name)[grown] = getattr(again, name)[grown]
+                estimate.evaluations += again.evaluations
+        self._previous_end_ns = int(events.t[-1])
+        self._previous_duration_ns = span_ns
+        flow = estimate.flow
+        self.previous = flow.copy() if np.isfinite(flow).any() else None
+        return estimate
+
+    def _solve(self, events: Events, t_ref_ns: int, span_ns: int, warm, reach: float, margins,
+               only: np.ndarray | None = None) -> FlowEstimate:
+        """One window's flows from the starts (module docstring), events gathered within
+        ``margins`` (P,) px (None: the grid's margin), only the patches ``only`` (P,) bool if given
+        (the others: FEW_EVENTS); no change of the warm-start state."""
+        settings = self.settings
+        grid = self.grid
+        count = grid.count
+        span_s = span_ns / NANOSECONDS_PER_SECOND
+        nan2 = np.full((count, 2), np.nan)
+        self.objective.set_events(events, t_ref_ns, margins)
         counts = self.objective.event_counts
         reason = np.where(counts >= settings.min_events_per_patch, VALID, FEW_EVENTS)
         if len(events) < settings.min_window_events or span_ns <= 0:
             reason[:] = FEW_EVENTS
+        if only is not None:
+            reason[~only] = FEW_EVENTS
         active = reason == VALID
+        # coarse-to-fine only where a patch to solve has no warm start (first window, after a reset
+        # or a gap, a patch whose neighbourhood had no flow): patches without events need none
+        coarse = (self._coarse_flows(events)
+                  if active.any() and (warm is None or not np.isfinite(warm[active]).all()) else None)
         iterations = np.zeros(count, dtype=np.int64)
         confidence = np.full(count, np.nan)
-        self._previous_end_ns = int(events.t[-1])
-        self._previous_duration_ns = span_ns
+        self._solution = nan2
         if not active.any():
-            self.previous = None
             return FlowEstimate(t_ref_ns, span_s, grid.centers, nan2, counts, confidence, reason, iterations, 0, grid)
         sign = self.loss.sign
         evaluations = 0
@@ -309,12 +413,11 @@ class OpticalFlowEstimator:
         score = np.where(worse, start_score, score)
         confidence[active] = ((score - score_at_zero) / np.where(score_at_zero != 0, np.abs(score_at_zero), 1.0))[active]
         reason[active & ~np.all(np.isfinite(u), axis=1)] = OUT_OF_RANGE
-        reach = max(t_ref_ns - int(events.t[0]), int(events.t[-1]) - t_ref_ns) / max(span_ns, 1)  # of u, at the far end
-        reason[active & (np.linalg.norm(np.nan_to_num(u), axis=1) * reach > grid.margin)] = OUT_OF_RANGE
+        reason[active & (np.linalg.norm(np.nan_to_num(u), axis=1) * reach > self.objective.patch_margins)] = OUT_OF_RANGE
         if not self.is_coarse_level:
             reason = self._check_curvature(u, score, reason, scores)
         flow = np.where((reason == VALID)[:, None], u / span_s, np.nan)
-        self.previous = flow.copy() if np.isfinite(flow).any() else None
+        self._solution = u  # px over the window, valid or not
         return FlowEstimate(t_ref_ns, span_s, grid.centers, flow, counts, confidence, reason, iterations,
                             evaluations, grid)
 
