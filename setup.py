@@ -17,6 +17,8 @@ setup(
         (f"share/{PACKAGE}/config", glob("config/*")),
     ],
     install_requires=["setuptools", "numpy", "numba", "scipy", "rosbags", "pyyaml", "tqdm"],
+    # `colcon test` runs pytest only when the package names it as its test requirement
+    extras_require={"test": ["pytest"]},
     zip_safe=True,
     maintainer="focus_ros developers",
     maintainer_email="focus_ros@example.org",
@@ -27,6 +29,7 @@ setup(
             "focus-ros = focus_ros.cli:main",
             "angular_velocity_node = focus_ros.ros.angular_velocity_node:main",
             "replay_node = focus_ros.ros.replay_node:main",
+            "optical_flow_node = focus_ros.ros.optical_flow_node:main",
         ],
     },
 )

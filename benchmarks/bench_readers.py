@@ -1,4 +1,5 @@
-"""Readers: events per second from ECD text, a ROS 1 bag and a ROS 2 mcap / sqlite3 bag.
+"""Readers: events per second from ECD text, a ROS 1 bag and a ROS 2 mcap / sqlite3 bag
+(dvs_msgs/EventArray, and event_camera_msgs/EventPacket of the drivers' encodings).
 
 Generates --events synthetic DAVIS240C events into a temporary folder, writes them in each
 format (write time reported too), then streams them back. Prints a Markdown table.
@@ -52,6 +53,13 @@ def main(argv=None) -> int:
             ("ROS 2 sqlite3", folder / "sqlite",
              lambda p: bags.write_bag(p, recording, version=2, storage="sqlite3"), count_bag),
         ]
+        for encoding in ("evt3", "libcaer_cmp", "libcaer"):  # EventPacket, as the drivers record
+            formats.append((f"ROS 2 mcap, EventPacket {encoding}", folder / f"mcap_{encoding}",
+                            lambda p, e=encoding: bags.write_bag(p, recording, version=2, storage="mcap",
+                                                                  event_encoding=e), count_bag))
+        formats.append(("ROS 1 bag, EventPacket libcaer_cmp", folder / "cmp.bag",
+                        lambda p: bags.write_bag(p, recording, version=1, event_encoding="libcaer_cmp"),
+                        count_bag))
         for name, path, write, read in formats:
             write_s = timed(lambda: write(path))
             counted = []

@@ -9,11 +9,16 @@ import sys
 
 #: subcommand name -> module in focus_ros.commands
 SUBCOMMANDS = {
+    "info": "info",
     "estimate": "estimate",
     "simulate": "simulate",
     "replay": "replay",
     "evaluate": "evaluate",
     "landscape": "landscape",
+    "evaluate-depth": "evaluate_depth",
+    "depth": "depth",
+    "flow": "flow",
+    "evaluate-flow": "evaluate_flow",
 }
 
 

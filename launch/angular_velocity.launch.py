@@ -4,6 +4,7 @@
     ros2 launch focus_ros angular_velocity.launch.py \
         events:=/event_camera/events event_message_type:=event_camera_msgs/EventPacket \
         camera_info:=/event_camera/camera_info params_file:=$(ros2 pkg prefix focus_ros)/share/focus_ros/config/davis346.yaml
+    ros2 launch focus_ros angular_velocity.launch.py loss:=gradient_magnitude
 
 Remapping for the common drivers:
 - rpg DAVIS driver (dvs_ros_driver / davis_ros_driver): events:=/dvs/events,
@@ -29,7 +30,8 @@ def generate_launch_description():
         DeclareLaunchArgument("camera_info", default_value="/dvs/camera_info", description="camera_info topic"),
         DeclareLaunchArgument("event_message_type", default_value="dvs_msgs/EventArray",
                               description="dvs_msgs/EventArray or event_camera_msgs/EventPacket"),
-        DeclareLaunchArgument("params_file", default_value=config, description="node parameters (YAML)"),
+        DeclareLaunchArgument("params_file", default_value=config,
+                              description="node parameters (YAML); default: the DAVIS240C of the dataset"),
         DeclareLaunchArgument("loss", default_value="variance", description="focus loss"),
     ]
     node = Node(

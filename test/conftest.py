@@ -28,3 +28,14 @@ def slice_folder(name: str) -> Path:
 @pytest.fixture
 def boxes_rotation_folder() -> Path:
     return slice_folder("boxes_rotation")
+
+
+@pytest.fixture(autouse=True)
+def _no_process_outlives_its_test():
+    """Whatever a test does or fails at, the nodes it started (test/ros_harness.py) are stopped
+    after it (those of wider-scoped fixtures at the end of the run)."""
+    from ros_harness import running_processes, stop_all_processes
+
+    before = running_processes()
+    yield
+    stop_all_processes(keep=before)

@@ -2,11 +2,23 @@
 
 Every test gets its own ROS_DOMAIN_ID and localhost-only discovery, so tests do not
 hear each other (or anything else on the machine).
+
+Executables are those of the focus_ros under test, in either layout:
+- a colcon workspace (`colcon test`): ``<prefix>/lib/focus_ros/<name>``, where ``<prefix>`` is
+  the install prefix of the imported focus_ros package (what ``ros2 run focus_ros <name>``
+  starts);
+- the local virtual environment of ``make test`` (editable install): beside ``sys.executable``.
+
+Processes started here never outlive the test run: each is registered and stopped by
+:func:`stop_all_processes` (called after every test by test/conftest.py and at exit), and
+on Linux the kernel kills it if the test process itself dies (PR_SET_PDEATHSIG).
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import ctypes
 import itertools
 import os
 import signal
@@ -17,8 +29,11 @@ from pathlib import Path
 
 import pytest
 
+PACKAGE = "focus_ros"
+REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
 _domain_counter = itertools.count()
+_running: list["NodeProcess"] = []
 
 
 def ros_environment() -> dict:
@@ -32,12 +47,60 @@ def ros_environment() -> dict:
     return env
 
 
+def _installed_distribution():
+    """The first installed focus_ros metadata on sys.path, skipping the checkout's own build
+    artifacts (the ``focus_ros.egg-info`` an editable install or a build leaves in the source)."""
+    import importlib.metadata
+
+    checkout = REPOSITORY_ROOT.resolve()
+    for entry in sys.path:
+        folder = Path(entry or ".").resolve()
+        if folder == checkout or not folder.is_dir():
+            continue
+        for distribution in importlib.metadata.distributions(name=PACKAGE, path=[str(folder)]):
+            return distribution
+    return None
+
+
+def install_prefix() -> Path | None:
+    """The ament install prefix of the focus_ros under test (colcon layout), or None (.venv layout).
+
+    ``colcon test`` puts the installed package's metadata first on the path (PYTHONPATH) while
+    pytest imports the code from the source folder; ``make test`` finds the editable install of
+    the .venv (its metadata says so). So: an editable focus_ros -> None; otherwise the prefix the
+    ament index gives for focus_ros (what ``ros2 run`` uses), if that prefix holds the metadata.
+    """
+    import json
+
+    distribution = _installed_distribution()
+    if distribution is None:
+        return None
+    direct_url = json.loads(distribution.read_text("direct_url.json") or "{}")
+    if direct_url.get("dir_info", {}).get("editable"):
+        return None
+    try:
+        from ament_index_python.packages import PackageNotFoundError, get_package_prefix
+        prefix = Path(get_package_prefix(PACKAGE)).resolve()
+    except (ImportError, OSError, PackageNotFoundError):
+        return None
+    site_packages = Path(distribution.locate_file("")).resolve()
+    return prefix if site_packages.is_relative_to(prefix) else None
+
+
+def executable_directories() -> list[Path]:
+    """Where the focus_ros executables under test are looked up, in order."""
+    prefix = install_prefix()
+    return [prefix / "lib" / PACKAGE] if prefix is not None else [VENV_BIN]
+
+
 def executable(name: str) -> str:
     """The console-script entry point, as `ros2 run focus_ros <name>` would start it."""
-    path = VENV_BIN / name
-    if not path.exists():
-        pytest.fail(f"entry point {name} not installed in {VENV_BIN}: run `make setup`")
-    return str(path)
+    for directory in executable_directories():
+        path = directory / name
+        if path.is_file() and os.access(path, os.X_OK):
+            return str(path)
+    searched = ", ".join(str(d) for d in executable_directories())
+    pytest.fail(f"entry point {name} not installed in {searched}: run `make setup` (or `colcon build`)")
 
 
 class NodeProcess:
@@ -47,7 +110,15 @@ class NodeProcess:
         self.log_path = log_path
         self._log_file = open(log_path, "wb")
         self.process = subprocess.Popen(command, env=env, stdout=self._log_file,
-                                        stderr=subprocess.STDOUT, start_new_session=True)
+                                        stderr=subprocess.STDOUT, start_new_session=True,
+                                        preexec_fn=_die_with_parent)
+        _running.append(self)
+
+    def __enter__(self) -> "NodeProcess":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
 
     def log(self) -> str:
         if not self._log_file.closed:
@@ -65,8 +136,44 @@ class NodeProcess:
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
+        with contextlib.suppress(OSError):  # anything the node started in its group
+            os.killpg(self.process.pid, signal.SIGKILL)
         self._log_file.close()
+        if self in _running:
+            _running.remove(self)
         return self.process.returncode
+
+
+try:
+    _prctl = ctypes.CDLL(None, use_errno=True).prctl   # resolved here, not in the forked child
+except (OSError, AttributeError):
+    _prctl = None
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: the kernel sends SIGKILL when the test process dies (Linux)."""
+    if _prctl is not None:
+        _prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+
+
+def running_processes() -> set["NodeProcess"]:
+    """The processes started here and not stopped yet."""
+    return set(_running)
+
+
+def stop_all_processes(keep: set["NodeProcess"] = frozenset()) -> list[str]:
+    """Stop every process started here and not stopped yet, except those in ``keep``;
+    returns the commands of those that were still alive."""
+    left = []
+    for process in [p for p in _running if p not in keep]:
+        if process.alive():
+            left.append(" ".join(map(str, process.process.args)))
+        with contextlib.suppress(Exception):
+            process.stop(timeout=5.0)
+    return left
+
+
+atexit.register(stop_all_processes)
 
 
 def spin_until(executor, condition, timeout_s: float, step_s: float = 0.05) -> bool:

@@ -22,6 +22,10 @@ FORMATS = {
     "ros2 sqlite3": ("seq_sqlite", dict(version=2, storage="sqlite3")),
     "ros2 mcap EventPacket mono": ("seq_mono", dict(version=2, storage="mcap", event_encoding="mono")),
     "ros2 sqlite3 EventPacket evt3": ("seq_evt3", dict(version=2, storage="sqlite3", event_encoding="evt3")),
+    "ros2 mcap EventPacket libcaer_cmp": ("seq_cmp", dict(version=2, storage="mcap", event_encoding="libcaer_cmp")),
+    "ros2 sqlite3 EventPacket libcaer": ("seq_libcaer", dict(version=2, storage="sqlite3", event_encoding="libcaer")),
+    "ros1 EventPacket evt3": ("seq_evt3.bag", dict(version=1, event_encoding="evt3")),
+    "ros1 EventPacket libcaer_cmp": ("seq_cmp.bag", dict(version=1, event_encoding="libcaer_cmp")),
 }
 
 
@@ -50,7 +54,7 @@ def written(recording, tmp_path_factory):
 
 def expected_events(recording: Recording, name: str) -> Events:
     events = recording.events
-    if "evt3" in name:  # EVT3 resolution is 1 us
+    if "EventPacket" in name and "mono" not in name:  # microsecond clocks
         return Events(events.x, events.y, events.t // 1000 * 1000, events.p)
     return events
 
@@ -181,9 +185,10 @@ def test_writer_refuses_bad_arguments(recording, written, tmp_path):
         bags.write_bag(tmp_path / "y", recording, version=2, storage="zip")
 
 
-@pytest.mark.parametrize("encoding", ["evt3", "mono"])
+@pytest.mark.parametrize("encoding", transport.SUPPORTED_PACKET_ENCODINGS)
 def test_replay_counts_the_events_of_event_packets(recording, tmp_path, encoding):
-    """Paced replay needs each message's event count and first time, in the subscriber's clock."""
+    """Paced replay needs each message's event count and first time, in the subscriber's
+    clock: ROS time, as the node's decoder gives it."""
     path = tmp_path / f"packets_{encoding}"
     bags.write_bag(path, recording, version=2, event_encoding=encoding, events_per_message=7000)
     counts, firsts = [], []
@@ -192,11 +197,14 @@ def test_replay_counts_the_events_of_event_packets(recording, tmp_path, encoding
             counts.append(count)
             firsts.append(first)
     assert sum(counts) == len(recording.events) and max(counts) == 7000
-    subscriber = transport.Evt3Decoder()  # as the node decodes a topic: one state, no offset
-    decoded = [transport.decode_event_packet(payload, subscriber)[0]
+    subscriber = transport.EventMessageDecoder("event_camera_msgs/EventPacket")  # as the node's
+    decoded = [subscriber(payload)[0]
                for _, msgtype, _, payload, _, _ in bags.open_bag_messages(path).messages()
                if msgtype == "event_camera_msgs/msg/EventPacket"]
     assert firsts == [int(events.t[0]) for events in decoded]
+    # ROS time: the recording's own times (to the microsecond where the encoding has no ns)
+    expected = recording.events.t[::7000]
+    assert np.array_equal(firsts, expected if encoding == "mono" else expected // 1000 * 1000)
 
 
 @pytest.mark.parametrize("keep", [0.5, 0.9])

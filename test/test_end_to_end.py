@@ -53,24 +53,22 @@ def test_replay_node_estimates_match_ground_truth_and_offline(simulated_bag, tmp
 def replay_through_node(bag, recording, env, collector, executor, tmp_path):
     estimates = []
     collector.create_subscription(TwistStamped, "/angular_velocity", estimates.append, 1000)
-    node = NodeProcess([executable("angular_velocity_node"), "--ros-args", "--params-file",
-                        str(REPOSITORY_ROOT / "config" / "davis240c.yaml"), "-r", "events:=/dvs/events",
-                        "-p", "qos_reliability:=reliable", "-p", "queue_policy:=all"],
-                       env, tmp_path / "node.log")
-    # start the bag once the node's reports reach this test: discovery in both directions is
-    # done, so no estimate goes out before this collector is matched
     reports = []
     collector.create_subscription(DiagnosticArray, "/diagnostics", reports.append, 10)
-    assert spin_until(executor, lambda: reports, 30.0), node.log()
-    replay = NodeProcess([executable("focus-ros"), "replay", str(bag), "--paced"], env, tmp_path / "replay.log")
-    try:
-        spin_until(executor, lambda: not replay.alive(), 240.0)  # collect while the bag plays
-        assert replay.process.wait(timeout=1) == 0, replay.log()
+    with NodeProcess([executable("angular_velocity_node"), "--ros-args", "--params-file",
+                      str(REPOSITORY_ROOT / "config" / "davis240c.yaml"), "-r", "events:=/dvs/events",
+                      "-p", "qos_reliability:=reliable", "-p", "queue_policy:=all"],
+                     env, tmp_path / "node.log") as node:
+        # start the bag once the node's reports reach this test: discovery in both directions is
+        # done, so no estimate goes out before this collector is matched
+        assert spin_until(executor, lambda: reports, 30.0), node.log()
+        with NodeProcess([executable("focus-ros"), "replay", str(bag), "--paced"], env,
+                         tmp_path / "replay.log") as replay:
+            spin_until(executor, lambda: not replay.alive(), 240.0)  # collect while the bag plays
+            assert replay.process.wait(timeout=1) == 0, replay.log()
         expected_windows = len(recording.events) // WINDOW_EVENTS
         spin_until(executor, lambda: len(estimates) >= expected_windows, 30.0)
-    finally:
         node_log = node.log()
-        node.stop()
     return estimates, node_log
 
 

@@ -1,7 +1,10 @@
 """Event message codecs: round trips, byte-exact cross-checks against rosbags' serializer
-and rclpy, hand-built mono / EVT3 words per their documentation, and malformed input."""
+and rclpy, hand-built mono / EVT3 / libcaer / libcaer_cmp words per their documentation,
+the ROS-time convention, and malformed input."""
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 import pytest
@@ -70,18 +73,89 @@ def test_event_array_ros1_round_trip(name):
     assert len(buffer) == 4 + 8 + 4 + 3 + 12 + 13 * len(events)
 
 
-@pytest.mark.parametrize("encoding", ["mono", "evt3"])
+ENCODINGS = ["mono", "evt3", "libcaer", "libcaer_cmp"]
+
+
+@pytest.mark.parametrize("ros1", [False, True], ids=["CDR", "ROS 1"])
+@pytest.mark.parametrize("encoding", ENCODINGS)
 @pytest.mark.parametrize("name", ["empty", "one", "two", "many", "second boundaries"])
-def test_event_packet_round_trip(encoding, name):
+def test_event_packet_round_trip(encoding, name, ros1):
     events = EDGE_CASES[name]
-    if encoding == "evt3":  # EVT3 has microsecond resolution
+    if encoding != "mono":  # microsecond clocks
         events = Events(events.x, events.y, events.t // 1000 * 1000, events.p)
     origin = int(events.t[0]) if len(events) else 0
     buffer = transport.encode_event_packet(events, 180, 240, encoding, "cam", seq=42,
-                                           evt3_time_offset_ns=origin)
-    decoded, info = transport.decode_event_packet(buffer, transport.Evt3Decoder(origin))
+                                           sensor_time_offset_ns=origin, ros1=ros1)
+    decoded, info = transport.decode_event_packet(buffer, transport.Evt3Decoder(origin), ros1=ros1)
     assert decoded.equals(events)
     assert (info.encoding, info.seq, info.height, info.width, info.frame_id) == (encoding, 42, 180, 240, "cam")
+
+
+def clustered_events(count: int, seed: int, start_ns: int = 7 * SECOND, width: int = 346,
+                     height: int = 260, span_us: int = 3_000_000) -> Events:
+    """Events as a DAVIS emits them: bursts sharing a microsecond and a column, rows close
+    together (so libcaer_cmp packs them into VECT_8 words), plus scattered ones."""
+    rng = np.random.default_rng(seed)
+    t_us = np.sort(rng.integers(0, span_us, count // 4)).repeat(4)[:count]
+    x = rng.integers(0, width, count // 4).repeat(4)[:count]
+    y = np.minimum(rng.integers(0, height - 8, count // 4).repeat(4)[:count]
+                   + np.tile([0, 1, 3, 7], count // 4 + 1)[:count], height - 1)
+    p = rng.integers(0, 2, count // 4).repeat(4)[:count]
+    scattered = rng.random(count) < 0.2  # break some bursts
+    x[scattered] = rng.integers(0, width, scattered.sum())
+    p[scattered] = rng.integers(0, 2, scattered.sum())
+    return Events.from_arrays(x, y, start_ns + t_us * 1000, p)
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_packets_split_anywhere_decode_to_the_same_stream(encoding):
+    """A stream cut into packets at random places (one event to thousands), each encoded as
+    its driver would (header stamp = the packet's first event, in ROS time), decodes with
+    one stream decoder to exactly the events put in, in ROS time."""
+    events = clustered_events(20_000, seed=8, start_ns=1_700_000_000 * SECOND + 123_456_000)
+    origin = int(events.t[0]) - 5 * SECOND  # the camera started 5 s before the first event
+    rng = np.random.default_rng(9)
+    cuts = np.unique(np.r_[0, np.sort(rng.integers(0, len(events), 40)), 1, 2, len(events)])
+    stream = transport.EventMessageDecoder("event_camera_msgs/msg/EventPacket")
+    decoded = []
+    for begin, end in zip(cuts[:-1], cuts[1:]):
+        buffer = transport.encode_event_packet(events[begin:end], 260, 346, encoding,
+                                               sensor_time_offset_ns=origin)
+        decoded.append(stream(buffer)[0])
+    assert Events.concatenate(decoded).equals(events)
+
+
+def test_libcaer_cmp_packs_rows_into_vectors():
+    events = clustered_events(4000, seed=3)
+    buffer = transport.encode_event_packet(events, 260, 346, "libcaer_cmp")
+    store = typestore_with_event_types(2)
+    payload = store.deserialize_cdr(buffer, "event_camera_msgs/msg/EventPacket").events
+    words = np.frombuffer(payload.tobytes(), "<u2")
+    assert np.count_nonzero(words >> 12 == transport.CMP_VECT_8) > 300
+    # less than half the size of libcaer's 8 bytes per event
+    assert len(payload) < 4 * len(events)
+    assert transport.decode_event_packet(buffer)[0].equals(events)
+
+
+@pytest.mark.parametrize("packets", [1, 3])
+def test_libcaer_round_trip_across_the_31_bit_microsecond_rollover(packets):
+    # the camera clock passes 2^31 us (35.8 min) in the middle; the driver folds the bits
+    # above into time_base, the decoder adds 2^31 us where the 31-bit stamp decreases
+    host_start = 1_700_000_000 * SECOND
+    clock_us = (1 << 31) - 500 + np.arange(0, 3000, 3)
+    events = Events.from_arrays(np.arange(1000) % 346, np.arange(1000) % 260,
+                                host_start + clock_us * 1000, np.arange(1000) % 2)
+    stream = transport.PacketStreamState()
+    parts = np.array_split(np.arange(len(events)), packets)
+    decoded = []
+    for part in parts:
+        buffer = transport.encode_event_packet(events[part], 260, 346, "libcaer",
+                                               sensor_time_offset_ns=host_start)
+        decoded.append(transport.decode_event_packet(buffer, stream)[0])
+    assert Events.concatenate(decoded).equals(events)
+    if packets == 1:  # the rollover sits inside the packet: stamps go 2^31 - 500 .. 2499
+        stamps = np.frombuffer(buffer[-8 * len(events):], "<u4")[1::2]
+        assert stamps.max() < (1 << 31) and np.count_nonzero(np.diff(stamps.astype(np.int64)) < 0) == 1
 
 
 def test_evt3_round_trip_across_the_24_bit_microsecond_rollover():
@@ -106,7 +180,15 @@ def test_encoders_refuse_events_they_cannot_represent():
         transport.encode_event_packet(Events.from_arrays([1, 1], [1, 1], [0, 5 * SECOND], [1, 1]),
                                       180, 240, "mono")
     with pytest.raises(ValueError, match="unknown EventPacket encoding"):
-        transport.encode_event_packet(events, 180, 240, "libcaer")
+        transport.encode_event_packet(events, 180, 240, "evt4")
+    with pytest.raises(ValueError, match="whole microseconds"):
+        transport.encode_event_packet(Events.from_arrays([1], [1], [1001], [1]), 180, 240, "libcaer")
+    with pytest.raises(ValueError, match="time order"):
+        transport.encode_event_packet(Events.from_arrays([1, 1], [1, 1], [2000, 1000], [1, 1]), 180, 240,
+                                      "libcaer")
+    with pytest.raises(ValueError, match="2\\^24 us"):
+        transport.encode_event_packet(Events.from_arrays([1, 1], [1, 1], [0, 17 * SECOND], [1, 1]),
+                                      180, 240, "libcaer_cmp")
 
 
 # ----------------------------------------------------------------------------------------
@@ -151,11 +233,11 @@ def test_event_array_ros1_bytes_equal_rosbags_serializer(name):
     assert transport.encode_event_array_ros1(events, height, width, "dvs", 5 * SECOND) == expected
 
 
-@pytest.mark.parametrize("encoding", ["mono", "evt3"])
+@pytest.mark.parametrize("encoding", ENCODINGS)
 def test_event_packet_bytes_equal_rosbags_serializer(encoding):
     events = random_events(300, seed=4, microseconds=True)
     buffer = transport.encode_event_packet(events, 180, 240, encoding, "ec", stamp_ns=SECOND, seq=9,
-                                           evt3_time_offset_ns=int(events.t[0]))
+                                           sensor_time_offset_ns=int(events.t[0]))
     store = typestore_with_event_types(2)
     message = store.deserialize_cdr(buffer, "event_camera_msgs/msg/EventPacket")
     assert (message.encoding, message.seq, message.width, message.height) == (encoding, 9, 240, 180)
@@ -164,6 +246,18 @@ def test_event_packet_bytes_equal_rosbags_serializer(encoding):
     big_endian = bytes(store.serialize_cdr(message, "event_camera_msgs/msg/EventPacket", little_endian=False))
     decoded, _ = transport.decode_event_packet(big_endian, transport.Evt3Decoder(int(events.t[0])))
     assert decoded.equals(events)
+    # ROS 1: the same message through rosbags' ROS 1 serializer
+    ros1_store = typestore_with_event_types(1)
+    types = ros1_store.types
+    ros1_message = types["event_camera_msgs/msg/EventPacket"](
+        header=types["std_msgs/msg/Header"](seq=0, stamp=types["builtin_interfaces/msg/Time"](sec=1, nanosec=0),
+                                            frame_id="ec"),
+        height=180, width=240, seq=9, time_base=message.time_base, encoding=encoding, is_bigendian=False,
+        events=message.events)
+    ros1_buffer = bytes(ros1_store.serialize_ros1(ros1_message, "event_camera_msgs/msg/EventPacket"))
+    assert transport.encode_event_packet(events, 180, 240, encoding, "ec", stamp_ns=SECOND, seq=9,
+                                         sensor_time_offset_ns=int(events.t[0]), ros1=True) == ros1_buffer
+    assert transport.event_packet_ros1_to_cdr(ros1_buffer) == buffer
 
 
 # ----------------------------------------------------------------------------------------
@@ -193,8 +287,13 @@ def test_event_array_matches_rclpy_both_directions():
 # mono and EVT3 words built by hand from the format documentation
 
 
+@functools.lru_cache(maxsize=None)
+def ros2_store():
+    return typestore_with_event_types(2)
+
+
 def packet_with_payload(encoding: str, payload: bytes, time_base: int = 0, is_bigendian: bool = False) -> bytes:
-    store = typestore_with_event_types(2)
+    store = ros2_store()
     types = store.types
     message = types["event_camera_msgs/msg/EventPacket"](
         header=types["std_msgs/msg/Header"](stamp=types["builtin_interfaces/msg/Time"](sec=1, nanosec=0),
@@ -237,6 +336,52 @@ def test_evt3_words_decode_per_the_format():
     assert events.t.tolist() == [4098_000] * 5 + [((1 << 24) + 1) * 1000]
 
 
+def test_libcaer_words_decode_per_the_format():
+    # uint32 data (bit 0 valid, 1 polarity, 2-16 y, 17-31 x), int32 timestamp (us)
+    data = [(7 << 17) | (5 << 2) | (1 << 1) | 1, (239 << 17) | (179 << 2) | 1, (0 << 17) | (0 << 2) | 3]
+    stamps = [(1 << 31) - 2, (1 << 31) - 1, 4]  # the 31-bit clock rolls over before the third
+    payload = np.array([value for pair in zip(data, stamps) for value in pair], "<u4").tobytes()
+    events, info = transport.decode_event_packet(packet_with_payload("libcaer", payload, 10 * SECOND))
+    assert events.x.tolist() == [7, 239, 0] and events.y.tolist() == [5, 179, 0]
+    assert events.p.tolist() == [1, -1, 1]
+    assert events.t.tolist() == [10 * SECOND + ((1 << 31) - 2) * 1000, 10 * SECOND + ((1 << 31) - 1) * 1000,
+                                 10 * SECOND + ((1 << 31) + 4) * 1000]
+
+
+def test_libcaer_cmp_words_decode_per_the_format():
+    words = [0x2005,          # ADDR_X column 5
+             0x3803,          # ADDR_Y y=3, polarity 1 at time 0
+             0x0001,          # TIME_HIGH 1 -> 4096 us
+             0x1002,          # TIME_LOW 2  -> 4098 us
+             0x4008,          # VECT_BASE_Y row 8, polarity 0
+             0x5085,          # VECT_8 bits 0, 2, 7 -> rows 8, 10, 15; base -> 16
+             0x5001,          # VECT_8 bit 0 -> row 16
+             0x200A,          # ADDR_X column 10
+             0x3000]          # ADDR_Y y=0, polarity 0
+    payload = np.array(words, "<u2").tobytes()
+    stream = transport.PacketStreamState()
+    events, _ = transport.decode_event_packet(packet_with_payload("libcaer_cmp", payload, 3 * SECOND), stream)
+    assert events.x.tolist() == [5, 5, 5, 5, 5, 10]
+    assert events.y.tolist() == [3, 8, 10, 15, 16, 0]
+    assert events.p.tolist() == [1, -1, -1, -1, -1, -1]
+    assert events.t.tolist() == [3 * SECOND] + [3 * SECOND + 4098_000] * 5
+    # the next packet starts its time at its own time_base; the column carries over
+    events, _ = transport.decode_event_packet(
+        packet_with_payload("libcaer_cmp", np.array([0x1001, 0x3802], "<u2").tobytes(), 4 * SECOND), stream)
+    assert (events.x.tolist(), events.y.tolist(), events.t.tolist()) == ([10], [2], [4 * SECOND + 1000])
+
+
+def test_evt3_trigger_words_decode_per_the_format():
+    words = [0x8001, 0x6002,  # time 4098 us
+             0xA001,          # EXT_TRIGGER rising edge, id 0
+             0x6003,          # time 4099 us
+             0xA500]          # EXT_TRIGGER falling edge, id 5
+    events, info = transport.decode_event_packet(packet_with_payload("evt3", np.array(words, "<u2").tobytes()))
+    assert len(events) == 0
+    assert info.triggers.t.tolist() == [4098_000, 4099_000]
+    assert info.triggers.edge.tolist() == [1, 0] and info.triggers.id.tolist() == [0, 5]
+
+
 def test_evt3_events_before_the_first_valid_time_are_dropped():
     payload = np.array([0x0003, 0x2804, 0x8001, 0x6002, 0x2805], "<u2").tobytes()
     events, _ = transport.decode_event_packet(packet_with_payload("evt3", payload))
@@ -257,9 +402,44 @@ def encoded_messages():
         "EventPacket mono": (transport.encode_event_packet(events, 180, 240, "mono", "cam"),
                              transport.decode_event_packet),
         "EventPacket evt3": (transport.encode_event_packet(events, 180, 240, "evt3", "cam",
-                                                           evt3_time_offset_ns=origin),
+                                                           sensor_time_offset_ns=origin),
                              transport.decode_event_packet),
+        "EventPacket libcaer": (transport.encode_event_packet(events, 180, 240, "libcaer", "cam",
+                                                              sensor_time_offset_ns=origin - 5 * SECOND),
+                                transport.decode_event_packet),
+        "EventPacket libcaer_cmp": (transport.encode_event_packet(clustered_events(40, 4, width=240, height=180),
+                                                                  180, 240, "libcaer_cmp", "cam"),
+                                    transport.decode_event_packet),
+        "EventPacket libcaer_cmp ROS 1": (
+            transport.encode_event_packet(clustered_events(40, 4, width=240, height=180), 180, 240,
+                                          "libcaer_cmp", "cam", ros1=True),
+            lambda buffer: transport.decode_event_packet(buffer, ros1=True)),
+        "EventPacket evt3 ROS 1": (
+            transport.encode_event_packet(events, 180, 240, "evt3", "cam", sensor_time_offset_ns=origin, ros1=True),
+            lambda buffer: transport.decode_event_packet(buffer, ros1=True)),
     }
+
+
+@pytest.mark.parametrize("encoding", ["libcaer", "libcaer_cmp", "evt3"])
+def test_payload_cut_anywhere_raises_or_gives_a_prefix_of_the_events(encoding):
+    """The event bytes of a packet cut at every length (the length field saying so): a cut
+    inside a word is an EventDecodeError; a cut between words decodes to the events before
+    it (the formats have no end marker): never to different events."""
+    events = clustered_events(24, 5, width=240, height=180)
+    origin = int(events.t[0])
+    full = transport.encode_event_packet(events, 180, 240, encoding, sensor_time_offset_ns=origin)
+    store = typestore_with_event_types(2)
+    payload = store.deserialize_cdr(full, "event_camera_msgs/msg/EventPacket").events.tobytes()
+    time_base = store.deserialize_cdr(full, "event_camera_msgs/msg/EventPacket").time_base
+    word = 8 if encoding == "libcaer" else 2
+    for length in range(len(payload)):
+        buffer = packet_with_payload(encoding, payload[:length], time_base)
+        if length % word:
+            with pytest.raises(EventDecodeError, match="whole number"):
+                transport.decode_event_packet(buffer, transport.Evt3Decoder(origin))
+            continue
+        decoded, _ = transport.decode_event_packet(buffer, transport.Evt3Decoder(origin))
+        assert decoded.equals(events[:len(decoded)])
 
 
 @pytest.mark.parametrize("kind", list(encoded_messages()))
@@ -313,8 +493,22 @@ def test_specific_malformed_event_arrays_name_the_problem():
 
 
 def test_unknown_packet_encoding_and_bad_payloads_raise():
-    with pytest.raises(EventDecodeError, match="unknown EventPacket encoding 'libcaer'"):
-        transport.decode_event_packet(packet_with_payload("libcaer", b"\x00" * 8))
+    with pytest.raises(EventDecodeError, match="unknown EventPacket encoding 'evt2'"):
+        transport.decode_event_packet(packet_with_payload("evt2", b"\x00" * 8))
+    with pytest.raises(EventDecodeError, match="not a whole number of 8-byte events"):
+        transport.decode_event_packet(packet_with_payload("libcaer", b"\x00" * 12))
+    with pytest.raises(EventDecodeError, match="negative timestamp -1 us at byte offset"):
+        transport.decode_event_packet(packet_with_payload("libcaer", np.array([1, 0xFFFFFFFF], "<u4").tobytes()))
+    with pytest.raises(EventDecodeError, match="x=240 y=0 outside the sensor"):
+        transport.decode_event_packet(packet_with_payload("libcaer", np.array([240 << 17, 0], "<u4").tobytes()))
+    with pytest.raises(EventDecodeError, match="not a whole number of 16-bit words"):
+        transport.decode_event_packet(packet_with_payload("libcaer_cmp", b"\x00" * 5))
+    with pytest.raises(EventDecodeError, match="unknown libcaer_cmp word code 6"):
+        transport.decode_event_packet(packet_with_payload("libcaer_cmp", np.array([0x2001, 0x6000], "<u2").tobytes()))
+    with pytest.raises(EventDecodeError, match="before any ADDR_X"):
+        transport.decode_event_packet(packet_with_payload("libcaer_cmp", np.array([0x3001], "<u2").tobytes()))
+    with pytest.raises(EventDecodeError, match="libcaer_cmp event outside the sensor"):
+        transport.decode_event_packet(packet_with_payload("libcaer_cmp", np.array([0x2001, 0x40B0, 0x5010], "<u2").tobytes()))
     with pytest.raises(EventDecodeError, match="not a whole number of 8-byte words"):
         transport.decode_event_packet(packet_with_payload("mono", b"\x00" * 12))
     with pytest.raises(EventDecodeError, match="not a whole number of 16-bit words"):
@@ -326,3 +520,78 @@ def test_unknown_packet_encoding_and_bad_payloads_raise():
             "evt3", np.array([0x8000, 0x6000, 0x0000, 0x2000 | 240], "<u2").tobytes()))
     with pytest.raises(EventDecodeError, match="outside sensor"):
         transport.decode_event_packet(packet_with_payload("mono", np.array([300 << 32], "<u8").tobytes()))
+
+
+# ----------------------------------------------------------------------------------------
+# One time convention: event times are ROS time (the header stamps' clock)
+
+
+def test_camera_clock_streams_are_moved_onto_the_first_header_stamp_once():
+    """evt3: the camera's microsecond clock (here 3 s since power-up) is mapped to ROS time
+    by the first packet with events (its first event = its header stamp); later packets
+    keep the camera's spacing, whatever their own header stamps say (here 2 ms late)."""
+    ros_start = 1_700_000_000 * SECOND
+    events = clustered_events(3000, seed=6, start_ns=3 * SECOND)  # camera clock
+    stream = transport.EventMessageDecoder("event_camera_msgs/EventPacket")
+    empty = transport.encode_event_packet(Events.empty(), 260, 346, "evt3", stamp_ns=ros_start - SECOND)
+    assert len(stream(empty)[0]) == 0 and stream.offset_ns is None  # no events: nothing fixed yet
+    decoded = []
+    for index, part in enumerate(np.array_split(np.arange(len(events)), 5)):
+        chunk = events[part]
+        stamp = ros_start + int(chunk.t[0] - events.t[0]) + (2_000_000 if index else 0)
+        decoded.append(stream(transport.encode_event_packet(chunk, 260, 346, "evt3", stamp_ns=stamp))[0])
+    assert stream.offset_ns == ros_start - int(events.t[0])
+    assert np.array_equal(Events.concatenate(decoded).t, events.t - events.t[0] + ros_start)
+
+
+@pytest.mark.parametrize("encoding", ["libcaer", "libcaer_cmp", "dvs"])
+def test_host_clock_streams_keep_their_times(encoding):
+    """libcaer_driver and the dvs drivers stamp events in host (ROS) time already; their
+    header stamp comes up to a packet later (10 ms in event_camera_codecs' libcaer bag):
+    the times stay as they are."""
+    events = clustered_events(500, seed=7, start_ns=1_702_309_120 * SECOND, span_us=10_000)
+    stamp = int(events.t[-1]) + 10_000_000
+    if encoding == "dvs":
+        stream = transport.EventMessageDecoder("dvs_msgs/msg/EventArray")
+        buffer = transport.encode_event_array(events, 260, 346, stamp_ns=stamp)
+    else:
+        stream = transport.EventMessageDecoder("event_camera_msgs/EventPacket")
+        buffer = transport.encode_event_packet(events, 260, 346, encoding, stamp_ns=stamp,
+                                               sensor_time_offset_ns=1_702_300_000 * SECOND)
+    decoded, info = stream(buffer)
+    assert stream.offset_ns == 0 and info.stamp_ns == stamp
+    assert decoded.equals(events)
+
+
+def test_event_message_decoder_refuses_unknown_types():
+    with pytest.raises(ValueError, match="unknown event message type 'prophesee_event_msgs/EventArray'"):
+        transport.EventMessageDecoder("prophesee_event_msgs/EventArray")
+
+
+def test_fast_packet_header_path_agrees_with_the_checked_one():
+    """decode_event_packet parses well-formed CDR headers in a few struct calls and falls
+    back to the field-by-field path otherwise: on any corruption, the fast path either
+    declines or reads exactly what the checked path reads."""
+    events = clustered_events(40, 4, width=240, height=180)
+    buffer = transport.encode_event_packet(events, 180, 240, "libcaer_cmp", "camera_frame")
+    assert transport._packet_header_fast(buffer) is not None
+    rng = np.random.default_rng(21)
+    declined = 0
+    for _ in range(3000):
+        corrupted = bytearray(buffer)
+        for position in rng.integers(0, 90, rng.integers(1, 3)):  # the header and first words
+            corrupted[position] = rng.integers(0, 256)
+        corrupted = bytes(corrupted)
+        fast = transport._packet_header_fast(corrupted)
+        try:
+            checked = transport._packet_header_checked(corrupted, ros1=False)
+        except EventDecodeError:
+            assert fast is None
+            declined += 1
+            continue
+        if fast is None:
+            declined += 1
+            continue
+        assert fast[:9] == checked[:9] and fast[10] == checked[10]
+        assert np.array_equal(fast[9], checked[9])
+    assert 0 < declined < 3000

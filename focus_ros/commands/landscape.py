@@ -39,6 +39,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=int, default=61, help="samples per 1-D slice (default 61)")
     parser.add_argument("--grid-steps", type=int, default=25, help="samples per grid side (default 25)")
     parser.add_argument("--plane", choices=("xy", "xz", "yz"), default="xy", help="2-D grid plane")
+    flow = parser.add_argument_group("patch optical flow (the paper's Fig. 6)")
+    flow.add_argument("--flow", action="store_true",
+                      help="landscape over the flow (vx, vy) of one patch instead of ω; losses default to Fig. 6's")
+    flow.add_argument("--patch", type=int, nargs=2, metavar=("X", "Y"),
+                      help="a pixel of the patch (default: the patch with the most events)")
+    flow.add_argument("--patch-size", type=int, default=15, help="patch side (px, default 15)")
+    flow.add_argument("--flow-span", type=float, default=200.0, metavar="PX_S",
+                      help="half-width of the (vx, vy) grid around the centre (px/s, default 200)")
 
 
 def _window(events, window_events: int, index: int | None):
@@ -56,6 +64,8 @@ def _window(events, window_events: int, index: int | None):
 
 
 def run(args) -> int:
+    if args.flow:
+        return _run_flow(args)
     from focus_ros.estimators.angular_velocity import (AngularVelocityEstimator, AngularVelocitySettings,
                                                         reference_time_ns)
     from focus_ros.evaluation import landscape, plots
@@ -116,4 +126,74 @@ def run(args) -> int:
         writer.writerows(rows)
     print(f"centre ω = ({', '.join(f'{v:.3f}' for v in center)}) rad/s ({center_name}); "
           f"wrote {len(rows)} landscapes to {output}", file=sys.stderr)
+    return 0
+
+
+def _run_flow(args) -> int:
+    """Focus score over (vx, vy) px/s of one patch, per loss (the paper's Fig. 6 and Supp. Fig.):
+    OUTPUT/flow_grid_<polarity>.png and OUTPUT/flow_landscape.csv (each loss's peak, px/s)."""
+    from focus_ros.commands.evaluate_flow import FIGURE_6_LOSSES
+    from focus_ros.estimators.optical_flow import OpticalFlowEstimator, OpticalFlowSettings, reference_time_ns
+    from focus_ros.evaluation import flow, plots
+    from focus_ros.evaluation.landscape import normalize
+
+    if args.grid_steps < 3:
+        raise UserError(f"--grid-steps must be at least 3, got {args.grid_steps}")
+    if not args.flow_span > 0:
+        raise UserError(f"--flow-span must be positive (px/s), got {args.flow_span}")
+    losses = list(FIGURE_6_LOSSES) if args.losses == "all" else _losses(args.losses)
+    modes = ("without", "with") if args.polarity == "both" else (args.polarity,)
+    recording, simulated, description = load_source(args)
+    index, window = _window(recording.events, args.window_events, args.window_index)
+    calibration = recording.calibration
+    settings = OpticalFlowSettings(patch_size_px=args.patch_size, t_ref=args.t_ref)
+    estimator = OpticalFlowEstimator(calibration.width, calibration.height, settings)
+    grid = estimator.grid
+    counts = grid.event_counts(window.x, window.y)
+    if args.patch is not None:
+        x, y = args.patch
+        if not (0 <= x < grid.columns * grid.stride and 0 <= y < grid.rows * grid.stride):
+            raise UserError(f"--patch ({x}, {y}) lies outside the {grid.columns}x{grid.rows} patch grid")
+        patch = (y // grid.stride) * grid.columns + x // grid.stride
+    else:
+        patch = int(np.argmax(counts))
+    ground_truth = _ground_truth(args, recording, simulated)
+    t_ref_ns = reference_time_ns(window, args.t_ref)
+    truth = np.full(2, np.nan)
+    if ground_truth is not None:
+        omega = ground_truth.at([t_ref_ns])[0]
+        if np.all(np.isfinite(omega)):
+            truth = flow.patch_flow_from_rotation(calibration, grid, window, omega)[patch]
+    if np.all(np.isfinite(truth)):
+        center, center_name = truth, f"ground truth ({ground_truth.source})"
+    else:
+        center, center_name = estimator.estimate(window).flow[patch], "variance estimate"
+        if not np.all(np.isfinite(center)):
+            center, center_name = np.zeros(2), "v = 0 (the variance estimate is invalid for this patch)"
+    offsets = np.linspace(-args.flow_span, args.flow_span, args.grid_steps)
+    output = args.output
+    output.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for mode in modes:
+        grids = {}
+        for loss in losses:
+            try:
+                scores = flow.patch_landscape(window, grid, loss, mode == "with", patch, center, offsets, args.t_ref)
+            except ValueError as error:
+                print(f"focus-ros landscape: skipping {loss} ({mode} polarity): {error}", file=sys.stderr)
+                continue
+            grids[loss] = normalize(scores)
+            row, column = np.unravel_index(int(np.argmax(scores)), scores.shape)
+            rows.append([loss, mode, f"{center[0] + offsets[column]:.1f}", f"{center[1] + offsets[row]:.1f}"])
+        if grids:
+            plots.plot_landscape_grid(offsets, offsets, grids, output / f"flow_grid_{mode}.png",
+                                      labels=("v_x", "v_y"), marker=(0.0, 0.0), unit="px/s")
+    with open(output / "flow_landscape.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["loss", "polarity", "peak_vx", "peak_vy"])
+        writer.writerows(rows)
+    origin = grid.origins[patch]
+    print(f"{description}, window {index}: patch at ({origin[0]}, {origin[1]}) px with {counts[patch]} events, "
+          f"centre v = ({center[0]:.1f}, {center[1]:.1f}) px/s ({center_name}); wrote {len(rows)} landscapes "
+          f"to {output}", file=sys.stderr)
     return 0

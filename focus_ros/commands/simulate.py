@@ -1,10 +1,13 @@
 """Simulate an event camera with ground truth (ω, poses, depth) and write it as ECD text or a bag.
 
 Presets: ``rotation`` (DAVIS240C in a textured room, ω ramping up to ±700 deg/s,
-10 s), ``rotation_short`` (2 s, ±300 deg/s) and ``six_dof`` (moving in front of a wall
-with panels, depth maps at 50 Hz). The output holds the events, the IMU (ground-truth
-angular velocity in the camera frame, rad/s, at 1 kHz), the camera poses and the
-calibration.
+10 s), ``rotation_short`` (2 s, ±300 deg/s), ``six_dof`` (moving in front of a wall
+with panels) and ``slider`` (sliding right at 0.25 m/s for 3 s in front of panels at
+0.55-2.3 m, like slider_depth). The output holds the events, the IMU (ground-truth
+angular velocity in the camera frame, rad/s, at 1 kHz), the camera poses, the
+calibration and, for six_dof and slider, depth maps at 50 Hz (metres along the optical
+axis): ``depthmaps.txt`` + ``depthmaps/*.npy`` in an ECD folder, 32FC1 images on
+``/dvs/depthmap`` in a bag (see focus_ros.sources.depth_maps).
 """
 
 from __future__ import annotations

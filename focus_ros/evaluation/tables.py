@@ -80,16 +80,24 @@ def _cell(value, digits: int = 2) -> str:
     return f"{float(value):.{digits}f}"
 
 
-def write_csv(rows: list[TableRow], path: Path) -> None:
-    """Write the rows (one per loss and polarity) to path, atomically."""
+def write_csv(rows: list, path: Path, columns=CSV_COLUMNS) -> None:
+    """Write the rows (one per loss and polarity; anything with ``csv_record()``, e.g. a
+    :class:`TableRow`) to path with the given columns, atomically."""
     path = Path(path)
     temporary = path.with_name(path.name + ".tmp")
     with open(temporary, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS, restval="")
+        writer = csv.DictWriter(handle, fieldnames=columns, restval="")
         writer.writeheader()
         for row in rows:
             writer.writerow(row.csv_record())
     os.replace(temporary, path)
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    """A Markdown table: first column left-aligned, the others right-aligned."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" + "---:|" * (len(header) - 1)]
+    lines += ["| " + " | ".join(cells) + " |" for cells in rows]
+    return "\n".join(lines) + "\n"
 
 
 def _by_loss(rows: list[TableRow]) -> dict[str, dict[str, TableRow]]:

@@ -42,7 +42,6 @@ import rclpy.executors
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import TwistStamped
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.node import Node
 from sensor_msgs.msg import Image
 
 from focus_ros.camera import Calibration
@@ -56,6 +55,7 @@ from focus_ros.optimize import OPTIMIZERS
 from focus_ros.ros import messages
 from focus_ros.ros.entry_point import run_node
 from focus_ros.ros.event_input import EventBatch, EventInput, descriptor
+from focus_ros.ros.parameters import FocusNode
 from focus_ros.visualization import iwe_to_rgb, saturation_scale
 from focus_ros.windows import CountWindowCutter, DurationWindowCutter
 
@@ -111,7 +111,7 @@ ESTIMATOR_PARAMETERS = ("loss", "use_polarity", "kernel", "kernel_sigma_px", "bl
 WINDOW_PARAMETERS = ("window_events", "window_stride_events")
 
 
-class AngularVelocityNode(Node):
+class AngularVelocityNode(FocusNode):
     """Thin ROS wrapper around :class:`AngularVelocityEstimator` (see the module docstring)."""
 
     def __init__(self, **kwargs):

@@ -13,10 +13,10 @@ from focus_ros import transport
 from focus_ros.camera import Calibration
 from focus_ros.events import NANOSECONDS_PER_SECOND
 
-#: message type -> (Python module, class, decoder of the serialized CDR bytes)
+#: message type -> (Python module, class) of the event messages a node can subscribe to
 EVENT_MESSAGES = {
-    "dvs_msgs/EventArray": ("dvs_msgs.msg", "EventArray", transport.decode_event_array),
-    "event_camera_msgs/EventPacket": ("event_camera_msgs.msg", "EventPacket", transport.decode_event_packet),
+    "dvs_msgs/EventArray": ("dvs_msgs.msg", "EventArray"),
+    "event_camera_msgs/EventPacket": ("event_camera_msgs.msg", "EventPacket"),
 }
 
 
@@ -28,7 +28,7 @@ def _lookup(message_type: str):
 
 def event_message_class(message_type: str):
     """The generated Python class of an event message type (for subscriptions)."""
-    module_name, class_name, _ = _lookup(message_type)
+    module_name, class_name = _lookup(message_type)
     try:
         return getattr(importlib.import_module(module_name), class_name)
     except ImportError as error:
@@ -37,17 +37,16 @@ def event_message_class(message_type: str):
                          f"build it from focus_ros/interfaces/{package} (see README)") from None
 
 
-def event_decoder(message_type: str):
-    """A numpy decoder of serialized messages of that type: bytes -> (Events, info).
+def event_decoder(message_type: str) -> transport.EventMessageDecoder:
+    """A numpy decoder of one subscription's serialized messages: bytes -> (Events, info),
+    event times in ROS time (the time convention of :class:`transport.EventMessageDecoder`).
 
-    For EventPacket the decoder keeps an EVT3 decoder state across packets (EVT3 time
-    high words and row addresses carry over from one packet to the next).
+    Stateful: create one per subscription and feed it the messages in order (EVT3 and
+    libcaer_cmp state and the sensor-clock -> ROS-time offset carry over). EventPacket
+    encodings: evt3, libcaer_cmp, libcaer, mono.
     """
-    decode = _lookup(message_type)[2]
-    if decode is transport.decode_event_packet:
-        evt3_state = transport.Evt3Decoder()
-        return lambda buffer: transport.decode_event_packet(buffer, evt3_state)
-    return decode
+    _lookup(message_type)
+    return transport.EventMessageDecoder(message_type)
 
 
 def time_from_ns(t_ns: int) -> Time:

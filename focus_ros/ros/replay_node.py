@@ -1,8 +1,12 @@
 """Replay a ROS 1 or ROS 2 bag onto ROS 2 topics, events as raw bytes.
 
 The Event Camera Dataset's own ROS 1 bags play without conversion: events are turned
-from ROS 1 bytes into CDR with numpy (``focus_ros.transport``), the other messages
-(IMU, camera_info, poses) with rosbags' converter. ROS 2 bags are published as stored.
+from ROS 1 bytes into CDR with numpy (``focus_ros.transport``; an
+``event_camera_msgs/EventPacket`` keeps its event bytes untouched), the other messages
+(IMU, camera_info, poses) with rosbags' converter. ROS 2 bags are published as stored;
+the legacy ``event_array_msgs/EventArray`` goes out as the ``event_camera_msgs/EventPacket``
+it equals field for field. Event times used for pacing follow the node's time convention
+(ROS time, ``transport.EventMessageDecoder``), so they compare with its estimates' stamps.
 
 Pacing (``rate``):
 
@@ -29,7 +33,7 @@ import rclpy
 import rclpy.executors
 from geometry_msgs.msg import TwistStamped
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
-from rclpy.node import Node
+from focus_ros.ros.parameters import FocusNode
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from focus_ros.events import NANOSECONDS_PER_SECOND
@@ -49,7 +53,7 @@ def message_class(message_type: str):
         raise BagError(f"message type {message_type} is not available in this ROS environment") from None
 
 
-class BagReplayer(Node):
+class BagReplayer(FocusNode):
     """Publishes a bag's messages (see the module docstring)."""
 
     def __init__(self, bag: str | None = None, rate: float | None = None, **kwargs):

@@ -1,18 +1,25 @@
 """ROS 1 and ROS 2 bags (through the pure-Python ``rosbags``): stream events, read and
 write whole recordings.
 
-- ROS 1: a ``.bag`` file (the Event Camera Dataset's own bags).
-- ROS 2: a bag folder with ``metadata.yaml`` and sqlite3 (``.db3``) or mcap storage.
+- ROS 1: a ``.bag`` file (the Event Camera Dataset's own bags, or event_camera_msgs
+  recorded on ROS 1).
+- ROS 2: a bag folder with ``metadata.yaml`` and sqlite3 (``.db3``) or mcap storage (when
+  the metadata names no storage, as some recorders leave it, it is taken from the files).
 
 Events are never turned into per-event Python objects: their serialized bytes go through
 :mod:`focus_ros.transport`. The small messages (IMU, camera info, poses) use rosbags'
 typestore. Default topics and types are those of the dataset's bags (design.md 2-3):
 
-- ``/dvs/events``: ``dvs_msgs/msg/EventArray`` (or ``event_camera_msgs/msg/EventPacket``);
+- ``/dvs/events``: ``dvs_msgs/msg/EventArray`` (or ``event_camera_msgs/msg/EventPacket``
+  with encoding evt3, libcaer_cmp, libcaer or mono, or its legacy twin
+  ``event_array_msgs/msg/EventArray``);
 - ``/dvs/imu``: ``sensor_msgs/msg/Imu`` -> :class:`ImuSamples`;
 - ``/dvs/camera_info``: ``sensor_msgs/msg/CameraInfo`` -> :class:`Calibration` (plumb bob);
-- ``/optitrack/davis``: ``geometry_msgs/msg/PoseStamped`` -> :class:`Poses`.
+- ``/optitrack/davis``: ``geometry_msgs/msg/PoseStamped`` -> :class:`Poses`;
+- ``/dvs/depthmap``: ``sensor_msgs/msg/Image`` 32FC1 depth ground truth (simulator; see
+  :mod:`focus_ros.sources.depth_maps`).
 
+Event times are ROS time, by the rule of :class:`focus_ros.transport.EventMessageDecoder`.
 Failures (missing file, corrupt or truncated bag, missing topic, unknown type, bad
 event message) raise :class:`BagError` naming the file and topic; events read before
 the fault are yielded first.
@@ -21,6 +28,7 @@ the fault are yielded first.
 from __future__ import annotations
 
 import dataclasses
+import tempfile
 from collections.abc import Iterator
 from contextlib import closing
 from dataclasses import dataclass, field
@@ -32,6 +40,7 @@ from rosbags.rosbag1 import Writer as Ros1Writer
 from rosbags.rosbag2 import StoragePlugin
 from rosbags.rosbag2 import Writer as Ros2Writer
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+import yaml
 
 from focus_ros import transport
 from focus_ros.camera import Calibration
@@ -41,10 +50,14 @@ from focus_ros.sources.recording import ImuSamples, Poses, Recording
 
 EVENT_ARRAY_TYPE = "dvs_msgs/msg/EventArray"
 EVENT_PACKET_TYPE = "event_camera_msgs/msg/EventPacket"
+LEGACY_EVENT_ARRAY_TYPE = "event_array_msgs/msg/EventArray"
 IMU_TYPE = "sensor_msgs/msg/Imu"
 CAMERA_INFO_TYPE = "sensor_msgs/msg/CameraInfo"
 POSE_TYPE = "geometry_msgs/msg/PoseStamped"
-EVENT_TYPES = (EVENT_ARRAY_TYPE, EVENT_PACKET_TYPE)
+EVENT_TYPES = (EVENT_ARRAY_TYPE, EVENT_PACKET_TYPE, LEGACY_EVENT_ARRAY_TYPE)
+#: the packet types (same fields: header, height, width, seq, time_base, encoding,
+#: is_bigendian, events)
+PACKET_TYPES = (EVENT_PACKET_TYPE, LEGACY_EVENT_ARRAY_TYPE)
 
 
 @dataclass(frozen=True)
@@ -55,20 +68,25 @@ class BagTopics:
     imu: str = "/dvs/imu"
     camera_info: str = "/dvs/camera_info"
     poses: str = "/optitrack/davis"
+    depth: str = "/dvs/depthmap"
 
 
 DEFAULT_TOPICS = BagTopics()
 
 # Message definitions (as in interfaces/; ROS 1 variants use ROS 1 builtins)
+_PACKET_FIELDS = ("uint32 height\nuint32 width\nuint64 seq\nuint64 time_base\nstring encoding\n"
+                  "bool is_bigendian\nuint8[] events\n")
 _ROS2_DEFINITIONS = {
     "dvs_msgs/msg/Event": "uint16 x\nuint16 y\nbuiltin_interfaces/Time ts\nbool polarity\n",
     EVENT_ARRAY_TYPE: "std_msgs/Header header\nuint32 height\nuint32 width\nEvent[] events\n",
-    EVENT_PACKET_TYPE: ("std_msgs/Header header\nuint32 height\nuint32 width\nuint64 seq\n"
-                        "uint64 time_base\nstring encoding\nbool is_bigendian\nuint8[] events\n"),
+    EVENT_PACKET_TYPE: "std_msgs/Header header\n" + _PACKET_FIELDS,
+    LEGACY_EVENT_ARRAY_TYPE: "std_msgs/Header header\n" + _PACKET_FIELDS,
 }
 _ROS1_DEFINITIONS = {
     "dvs_msgs/msg/Event": "uint16 x\nuint16 y\ntime ts\nbool polarity\n",
     EVENT_ARRAY_TYPE: "Header header\nuint32 height\nuint32 width\nEvent[] events\n",
+    EVENT_PACKET_TYPE: "Header header\n" + _PACKET_FIELDS,
+    LEGACY_EVENT_ARRAY_TYPE: "Header header\n" + _PACKET_FIELDS,
 }
 
 
@@ -97,20 +115,80 @@ def bag_version(path) -> int:
         return 2
     if not path.exists():
         raise BagError(f"bag not found: {path}")
+    if path.is_file() and path.suffix in _STORAGE_BY_SUFFIX:
+        raise BagError(f"{path}: a ROS 2 bag's storage file; give the bag folder {path.parent} "
+                       f"(with its metadata.yaml)")
     raise BagError(f"{path}: not a bag (expected a ROS 1 .bag file or a ROS 2 bag folder "
                    f"with metadata.yaml)")
 
 
+#: ROS 2 storage plugin by storage file suffix
+_STORAGE_BY_SUFFIX = {".mcap": "mcap", ".db3": "sqlite3"}
+
+
+def ros2_storage_identifier(path) -> tuple[str, bool]:
+    """(storage identifier, whether metadata.yaml names it) of a ROS 2 bag folder.
+
+    Recorders sometimes leave ``storage_identifier`` empty (event_camera_py's test bag
+    does): it is then taken from the storage files' suffix (``.mcap``, ``.db3``). Raises
+    BagError when it can be neither read nor inferred.
+    """
+    path = Path(path)
+    try:
+        metadata = yaml.safe_load((path / "metadata.yaml").read_text())
+        information = metadata["rosbag2_bagfile_information"]
+    except Exception as error:
+        raise BagError(f"{path}: unreadable metadata.yaml: {_one_line(error)}") from None
+    named = str(information.get("storage_identifier") or "").strip()
+    if named:
+        return named, True
+    files = [Path(name) for name in information.get("relative_file_paths") or []]
+    if not files:
+        files = [f for f in path.iterdir() if f.suffix in _STORAGE_BY_SUFFIX]
+    suffixes = {f.suffix for f in files}
+    if len(suffixes) != 1 or next(iter(suffixes)) not in _STORAGE_BY_SUFFIX:
+        raise BagError(f"{path}: metadata.yaml names no storage_identifier and the storage "
+                       f"files ({', '.join(sorted(str(f) for f in files)) or 'none'}) do not "
+                       f"tell it (expected .mcap or .db3)")
+    return _STORAGE_BY_SUFFIX[suffixes.pop()], False
+
+
+def _with_storage_identifier(path: Path, storage: str) -> tempfile.TemporaryDirectory:
+    """A temporary bag folder: metadata.yaml with ``storage`` filled in, the storage files
+    linked (not copied). Removed when the returned object is cleaned up."""
+    folder = tempfile.TemporaryDirectory(prefix="focus_ros_bag_")
+    metadata = yaml.safe_load((path / "metadata.yaml").read_text())
+    metadata["rosbag2_bagfile_information"]["storage_identifier"] = storage
+    with open(Path(folder.name) / "metadata.yaml", "w") as stream:
+        yaml.safe_dump(metadata, stream)
+    for item in path.iterdir():
+        if item.name != "metadata.yaml":
+            (Path(folder.name) / item.name).symlink_to(item.resolve())
+    return folder
+
+
 def open_bag(path) -> AnyReader:
     """Open a ROS 1 or ROS 2 bag for reading (a rosbags AnyReader, already open: close it,
-    e.g. ``with contextlib.closing(open_bag(path)) as reader``). Raises BagError for a missing, corrupt or truncated bag."""
+    e.g. ``with contextlib.closing(open_bag(path)) as reader``). Raises BagError for a
+    missing, corrupt or truncated bag. A ROS 2 bag whose metadata names no storage
+    identifier is opened with the one its files show (see :func:`ros2_storage_identifier`)."""
     path = Path(path)
     version = bag_version(path)
-    reader = AnyReader([path], default_typestore=typestore_with_event_types(2))
+    open_path, temporary = path, None
+    if version == 2:
+        storage, named = ros2_storage_identifier(path)
+        if not named:
+            temporary = _with_storage_identifier(path, storage)
+            open_path = Path(temporary.name)
+    reader = AnyReader([open_path], default_typestore=typestore_with_event_types(2))
     try:
         reader.open()
     except Exception as error:  # rosbags raises several types for damaged files
-        raise BagError(f"{path}: cannot open ROS {version} bag: {_one_line(error)}") from None
+        if temporary is not None:
+            temporary.cleanup()
+        message = _one_line(error).replace(str(open_path), str(path))
+        raise BagError(f"{path}: cannot open ROS {version} bag: {message}") from None
+    reader.focus_ros_temporary_folder = temporary  # lives as long as the reader
     return reader
 
 
@@ -164,23 +242,19 @@ def _iter_raw(reader: AnyReader, connections, path: Path, topic: str):
 # Events
 
 
-def _decode_event_message(raw, msgtype: str, ros_version: int,
-                          evt3_decoder: transport.Evt3Decoder):
-    """(Events, info) of one event message's raw bytes."""
-    if msgtype == EVENT_ARRAY_TYPE:
-        if ros_version == 1:
-            return transport.decode_event_array_ros1(raw)
-        return transport.decode_event_array(raw)
-    return transport.decode_event_packet(raw, evt3_decoder)
+def event_message_decoder(msgtype: str, ros_version: int) -> transport.EventMessageDecoder:
+    """The stream decoder of one bag topic (ROS time, as the node's; see transport)."""
+    return transport.EventMessageDecoder(msgtype, ros1=ros_version == 1)
 
 
 def iter_bag_events(path, topic: str | None = None) -> Iterator[tuple[Events, object]]:
     """Stream the event messages of a bag as (Events, info) pairs, one per message, in
     log-time order. info is an EventArrayInfo or EventPacketInfo.
 
-    topic None: the one topic of type dvs_msgs/EventArray or event_camera_msgs/EventPacket.
-    For evt3 packets, times are the sensor clock aligned so that the first decoded event
-    of the first packet equals that packet's header stamp (evt3 has no time_base).
+    topic None: the one topic of an event type (dvs_msgs/EventArray,
+    event_camera_msgs/EventPacket, event_array_msgs/EventArray). Event times are ROS time
+    (:class:`focus_ros.transport.EventMessageDecoder`: the drivers' host-clock stamps as
+    they are, a camera clock such as evt3's moved onto the first packet's header stamp).
     Raises BagError (file, topic, what) after yielding the events read before the fault.
     """
     path = Path(path)
@@ -196,21 +270,15 @@ def iter_bag_events(path, topic: str | None = None) -> Iterator[tuple[Events, ob
         if topic is None:
             topic = find_event_topic(reader, path)
         connections = _connections(reader, path, topic, EVENT_TYPES)
-        if version == 1 and any(c.msgtype != EVENT_ARRAY_TYPE for c in connections):
-            raise BagError(f"{path}: topic {topic}: only dvs_msgs/EventArray is read from ROS 1 bags")
-        evt3_decoder = transport.Evt3Decoder()  # one topic: one EVT3 stream
-        evt3_aligned = False
+        decoders = {}  # one stream decoder per topic and type
         for connection, _, raw in _iter_raw(reader, connections, path, topic):
+            decode = decoders.get(connection.msgtype)
+            if decode is None:
+                decode = decoders[connection.msgtype] = event_message_decoder(connection.msgtype, version)
             try:
-                events, info = _decode_event_message(raw, connection.msgtype, version, evt3_decoder)
+                events, info = decode(raw)
             except transport.EventDecodeError as error:
                 raise BagError(f"{path}: topic {topic}: {error}") from None
-            if (getattr(info, "encoding", None) == transport.ENCODING_EVT3 and not evt3_aligned
-                    and len(events)):
-                offset = info.stamp_ns - int(events.t[0])
-                evt3_decoder.time_offset_ns += offset
-                events = Events(events.x, events.y, events.t + offset, events.p)
-                evt3_aligned = True
             yield events, info
 
 
@@ -221,13 +289,17 @@ def _salvage_ros1_events(path: Path, topic: str | None, open_error: BagError):
 
     scan = Ros1Scan(path)
     count = 0
+    decode = None
     for message_topic, msgtype, _, raw in scan.messages():
-        if msgtype != "dvs_msgs/EventArray" or (topic is not None and message_topic != topic):
+        if (transport.short_message_type(msgtype) not in transport.EVENT_MESSAGE_TYPES
+                or (topic is not None and message_topic != topic)):
             continue
         if topic is None:
             topic = message_topic  # the first event topic found
+        if decode is None:
+            decode = event_message_decoder(msgtype, 1)
         try:
-            events, info = transport.decode_event_array_ros1(raw)
+            events, info = decode(raw)
         except transport.EventDecodeError as error:
             raise BagError(f"{path}: topic {topic}: {error} (after {count} messages)") from None
         count += 1
@@ -278,10 +350,72 @@ def _read_poses(reader, path, topic) -> Poses:
                  np.array(orientation, float).reshape(-1, 4))
 
 
+ODOMETRY_TYPE = "nav_msgs/msg/Odometry"
+
+
+def _read_odometry_poses(reader, path, topic) -> Poses:
+    t, position, orientation = [], [], []
+    for message in _deserialized(reader, path, topic, ODOMETRY_TYPE):
+        t.append(_stamp_ns(message.header))
+        p, q = message.pose.pose.position, message.pose.pose.orientation
+        position.append((p.x, p.y, p.z))
+        orientation.append((q.x, q.y, q.z, q.w))
+    return Poses(np.array(t, np.int64), np.array(position, float).reshape(-1, 3),
+                 np.array(orientation, float).reshape(-1, 4))
+
+
+def read_bag_poses(path, topic: str | None = None) -> tuple[Poses, str]:
+    """(poses, topic) from a bag's ``geometry_msgs/PoseStamped`` or ``nav_msgs/Odometry``
+    topic (header stamps; Odometry's pose.pose). ``topic`` None: the one topic of either
+    type. BagError naming the file when there is none, several, or the topic is of
+    another type."""
+    path = Path(path)
+    readers = {POSE_TYPE: _read_poses, ODOMETRY_TYPE: _read_odometry_poses}
+    with closing(open_bag(path)) as reader:
+        available = bag_topics(reader)
+        if topic is None:
+            candidates = sorted(t for t, m in available.items() if m in readers)
+            if not candidates:
+                raise BagError(f"{path}: no poses (no geometry_msgs/PoseStamped or nav_msgs/Odometry topic)")
+            if len(candidates) > 1:
+                raise BagError(f"{path}: several pose topics ({', '.join(candidates)}): choose one")
+            topic = candidates[0]
+        if topic not in available:
+            raise BagError(f"{path}: pose topic {topic} not in the bag")
+        if available[topic] not in readers:
+            raise BagError(f"{path}: topic {topic} is {available[topic]}, not PoseStamped or Odometry")
+        return readers[available[topic]](reader, path, topic), topic
+
+
 def _read_calibration(reader, path, topic) -> Calibration | None:
     for message in _deserialized(reader, path, topic, CAMERA_INFO_TYPE):
         return calibration_from_camera_info(message, f"{path}: topic {topic}")
     return None
+
+
+def _read_depth(reader, path, topic):
+    from focus_ros.sources.depth_maps import IMAGE_TYPE, DepthGroundTruth, depth_from_image_message
+    times, maps = [], []
+    for message in _deserialized(reader, path, topic, IMAGE_TYPE):
+        try:
+            t_ns, depth = depth_from_image_message(message, f"{path}: topic {topic}")
+        except ValueError as error:
+            raise BagError(str(error)) from None
+        times.append(t_ns)
+        maps.append(depth)
+    if not maps:
+        return None
+    return DepthGroundTruth(np.array(times, np.int64), np.stack(maps))
+
+
+def read_bag_depth(path, topic: str = DEFAULT_TOPICS.depth):
+    """The bag's depth ground truth (:class:`~focus_ros.sources.depth_maps.DepthGroundTruth`
+    from 32FC1 images on ``topic``), or None when the topic is absent."""
+    path = Path(path)
+    with closing(open_bag(path)) as reader:
+        if topic not in bag_topics(reader):
+            return None
+        return _read_depth(reader, path, topic)
 
 
 def read_bag_calibration(path, topic: str = DEFAULT_TOPICS.camera_info) -> Calibration | None:
@@ -318,10 +452,13 @@ def read_bag(path, topics: BagTopics = DEFAULT_TOPICS, event_topic: str | None =
         poses = _read_poses(reader, path, topics.poses) if topics.poses in available else None
         calibration = (_read_calibration(reader, path, topics.camera_info)
                        if topics.camera_info in available else None)
+        depth = _read_depth(reader, path, topics.depth) if topics.depth in available else None
         if event_topic is None and available.get(topics.events) in EVENT_TYPES:
             event_topic = topics.events
     events = Events.concatenate([events for events, _ in iter_bag_events(path, event_topic)])
-    return Recording(events=events, calibration=calibration, imu=imu, poses=poses)
+    return Recording(events=events, calibration=calibration, imu=imu, poses=poses,
+                     depth_times=depth.t if depth is not None else None,
+                     depth_maps=depth.depth_m if depth is not None else None)
 
 
 # ----------------------------------------------------------------------------------------
@@ -382,18 +519,20 @@ def _event_messages(events: Events, calibration: Calibration | None, events_per_
     """(log time ns, serialized bytes) of the event messages."""
     width = calibration.width if calibration else int(events.x.max()) + 1 if len(events) else 240
     height = calibration.height if calibration else int(events.y.max()) + 1 if len(events) else 180
-    evt3_origin = (int(events.t[0]) // 1000) * 1000 if len(events) else 0
+    sensor_origin = (int(events.t[0]) // 1000) * 1000 if len(events) else 0
     for index, start in enumerate(range(0, len(events), events_per_message)):
         chunk = events[start:start + events_per_message]
-        if ros_version == 1:
-            raw = transport.encode_event_array_ros1(chunk, height, width, frame_id, seq=index)
-        elif encoding is None:
-            raw = transport.encode_event_array(chunk, height, width, frame_id)
+        if encoding is None:
+            if ros_version == 1:
+                raw = transport.encode_event_array_ros1(chunk, height, width, frame_id, seq=index)
+            else:
+                raw = transport.encode_event_array(chunk, height, width, frame_id)
         else:
-            if encoding == transport.ENCODING_EVT3:  # EVT3 resolution: 1 us (floor)
+            if encoding != transport.ENCODING_MONO:  # microsecond clocks: 1 us (floor)
                 chunk = Events(chunk.x, chunk.y, chunk.t // 1000 * 1000, chunk.p)
             raw = transport.encode_event_packet(chunk, height, width, encoding, frame_id, seq=index,
-                                                evt3_time_offset_ns=evt3_origin)
+                                                sensor_time_offset_ns=sensor_origin,
+                                                ros1=ros_version == 1)
         yield int(chunk.t[-1]), raw
 
 
@@ -404,11 +543,12 @@ def write_bag(path, recording: Recording, version: int = 2, storage: str = "mcap
 
     version 1: a ROS 1 ``.bag`` file; version 2: a ROS 2 bag folder with ``storage``
     "mcap" or "sqlite3". Events go as ``dvs_msgs/EventArray`` messages of
-    ``events_per_message`` events serialized with :mod:`focus_ros.transport` (or, ROS 2
-    only, ``event_camera_msgs/EventPacket`` with ``event_encoding`` "mono" / "evt3"; evt3
-    has 1 us resolution, so event times are rounded down to whole microseconds);
+    ``events_per_message`` events serialized with :mod:`focus_ros.transport` (or
+    ``event_camera_msgs/EventPacket`` with ``event_encoding`` "evt3", "libcaer_cmp",
+    "libcaer" or "mono"; all but mono have 1 us resolution, so event times are rounded
+    down to whole microseconds; the camera clock starts at the first event's microsecond);
     log time = the message's last event time, header stamp = its first. IMU, camera info
-    (once, at the first event) and poses go through rosbags' serializer. Refuses to
+    (once, at the first event), poses and depth maps (32FC1 images) go through rosbags' serializer. Refuses to
     overwrite an existing path (ValueError).
     """
     path = Path(path)
@@ -416,8 +556,9 @@ def write_bag(path, recording: Recording, version: int = 2, storage: str = "mcap
         raise ValueError(f"bag version must be 1 or 2, got {version}")
     if storage not in ("mcap", "sqlite3"):
         raise ValueError(f"bag storage must be 'mcap' or 'sqlite3', got {storage!r}")
-    if version == 1 and event_encoding is not None:
-        raise ValueError("ROS 1 bags carry dvs_msgs/EventArray only (event_encoding=None)")
+    if event_encoding is not None and event_encoding not in transport.SUPPORTED_PACKET_ENCODINGS:
+        raise ValueError(f"unknown event encoding {event_encoding!r} (supported: "
+                         f"{', '.join(transport.SUPPORTED_PACKET_ENCODINGS)})")
     if version == 1 and path.suffix != ".bag":
         raise ValueError(f"{path}: a ROS 1 bag file name must end in .bag")
     if events_per_message < 1:
@@ -452,10 +593,14 @@ def write_bag(path, recording: Recording, version: int = 2, storage: str = "mcap
         for t_ns, position, orientation in zip(poses.t.tolist(), poses.position, poses.orientation):
             add(t_ns, topics.poses,
                 _pose_message(store, t_ns, position, orientation, "world", version), POSE_TYPE)
+    if recording.depth_maps is not None:
+        from focus_ros.sources.depth_maps import IMAGE_TYPE, depth_image_message
+        for t_ns, depth in zip(recording.depth_times.tolist(), recording.depth_maps):
+            add(t_ns, topics.depth, depth_image_message(store, t_ns, depth, frame_id, version), IMAGE_TYPE)
     records.sort(key=lambda record: record[0])
 
     types = {topics.events: event_type, topics.camera_info: CAMERA_INFO_TYPE,
-             topics.imu: IMU_TYPE, topics.poses: POSE_TYPE}
+             topics.imu: IMU_TYPE, topics.poses: POSE_TYPE, topics.depth: "sensor_msgs/msg/Image"}
     used = {topic for _, topic, _ in records}
     if version == 1:
         writer = Ros1Writer(path)
@@ -491,25 +636,27 @@ class BagMessages:
         with closing(open_bag(self.path)) as reader:
             version = bag_version(self.path)
             connections = [c for c in reader.connections if c.topic in self.topics]
-            evt3_decoders = {}
+            decoders = {}  # (topic, type) -> stream decoder: times as the node will see them
             for connection, t_ns, raw in _iter_raw(reader, connections, self.path, "(all)"):
                 topic, msgtype = connection.topic, connection.msgtype
                 count, first = 0, -1
                 if msgtype in EVENT_TYPES:
+                    decode = decoders.get((topic, msgtype))
+                    if decode is None:
+                        decode = decoders[topic, msgtype] = event_message_decoder(msgtype, version)
                     try:
-                        if version == 1:
-                            events, info = transport.decode_event_array_ros1(raw)
-                            raw = transport.encode_event_array(events, info.height, info.width,
+                        events, info = decode(raw)
+                        if version == 1 and msgtype == EVENT_ARRAY_TYPE:
+                            recorded, _ = transport.decode_event_array_ros1(raw)  # as stored
+                            raw = transport.encode_event_array(recorded, info.height, info.width,
                                                                info.frame_id, info.stamp_ns)
-                        elif msgtype == EVENT_ARRAY_TYPE:
-                            events, _ = transport.decode_event_array(raw)
-                        else:  # decoded as a subscriber would: one EVT3 state per topic, no offset
-                            events, _ = transport.decode_event_packet(
-                                raw, evt3_decoders.setdefault(topic, transport.Evt3Decoder()))
+                        elif version == 1:
+                            raw = transport.event_packet_ros1_to_cdr(raw)
                     except transport.EventDecodeError as error:
                         raise BagError(f"{self.path}: topic {topic}: {error}") from None
                     count = len(events)
                     first = int(events.t[0]) if count else -1
+                    msgtype = EVENT_PACKET_TYPE if msgtype in PACKET_TYPES else msgtype
                 elif version == 1:
                     try:
                         message = _ros1_to_ros2(reader.deserialize(raw, msgtype), store)
@@ -554,6 +701,8 @@ def open_bag_messages(path, topics: list[str] | None = None) -> BagMessages:
             raise BagError(f"{path}: topic {', '.join(missing)} not in the bag (topics: "
                            f"{', '.join(sorted(available)) or 'none'})")
         selected = {t: available[t] for t in topics}
+    # the legacy event_array_msgs/EventArray goes out as the EventPacket it equals field for field
+    selected = {t: EVENT_PACKET_TYPE if m in PACKET_TYPES else m for t, m in selected.items()}
     if not selected:
         raise BagError(f"{path}: no topic of a known type ({', '.join(sorted(known))})")
     return BagMessages(path, selected)

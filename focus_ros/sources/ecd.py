@@ -399,14 +399,18 @@ def read_ecd_folder(folder, width: int = 240, height: int = 180) -> Recording:
     imu = read_imu(folder / IMU_FILE) if (folder / IMU_FILE).is_file() else None
     poses = (read_groundtruth(folder / GROUNDTRUTH_FILE)
              if (folder / GROUNDTRUTH_FILE).is_file() else None)
+    from focus_ros.sources.depth_maps import DEPTH_LIST_FILE, read_depth_folder
+    depth = read_depth_folder(folder) if (folder / DEPTH_LIST_FILE).is_file() else None
     return Recording(events=read_events(folder / EVENTS_FILE), calibration=calibration,
-                     imu=imu, poses=poses)
+                     imu=imu, poses=poses, depth_times=depth.t if depth is not None else None,
+                     depth_maps=depth.depth_m if depth is not None else None)
 
 
 def write_ecd_folder(folder, recording: Recording) -> None:
     """Write a Recording as a sequence folder: ``events.txt``, and ``calib.txt``,
-    ``imu.txt``, ``groundtruth.txt`` for the parts the recording has (no ``images.txt``).
-    Depth maps are not part of the format and are not written."""
+    ``imu.txt``, ``groundtruth.txt`` for the parts the recording has (no ``images.txt``), and
+    depth maps as ``depthmaps.txt`` + ``depthmaps/*.npy`` (:mod:`focus_ros.sources.depth_maps`,
+    not part of the dataset's format)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     write_events(folder / EVENTS_FILE, recording.events)
@@ -416,3 +420,6 @@ def write_ecd_folder(folder, recording: Recording) -> None:
         write_imu(folder / IMU_FILE, recording.imu)
     if recording.poses is not None:
         write_groundtruth(folder / GROUNDTRUTH_FILE, recording.poses)
+    if recording.depth_maps is not None:
+        from focus_ros.sources.depth_maps import write_depth_folder
+        write_depth_folder(folder, recording.depth_times, recording.depth_maps)

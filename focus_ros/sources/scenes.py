@@ -219,6 +219,43 @@ class PlanarScene:
         return cls.from_planes(planes)
 
 
+    @classmethod
+    def slider(cls, seed: int, wall_distance_m: float = 2.3, texture_size: int = 512) -> "PlanarScene":
+        """Like the dataset's slider_depth: textured boxes on a table at 0.55-2.0 m, a wall behind.
+
+        All surfaces face the camera of the ``slider`` preset (at the origin, looking along
+        world +x, sliding along world -y): a wall at x = ``wall_distance_m`` (unbounded,
+        facing -x), five fronto-parallel panels at x = 0.55, 0.8, 1.1, 1.5 and 2.0 m and one
+        panel slanted by 35 deg about the vertical between about 1.2 and 1.6 m, so depths
+        seen by the camera lie in [0.55, 2.3] m (inside the paper's 0.45-2.4 m range). Each
+        surface's texture has about 2 texels per pixel footprint at its depth (DAVIS240C,
+        f ≈ 200 px), so edges are sharp but not aliased.
+        """
+        rng = np.random.default_rng(np.random.SeedSequence([seed, 0x511DE4]))
+
+        def texture():  # dense, mostly small shapes: many edges, as on slider_depth's objects
+            return log_intensity(procedural_texture(texture_size, texture_size, rng, 2500.0, largest_px=40.0))
+
+        def texels_per_metre(depth_m):  # ~2 texels per pixel footprint (depth / 200 px)
+            return 400.0 / depth_m
+
+        y_axis, z_axis = np.array([0.0, 1.0, 0.0]), np.array([0.0, 0.0, 1.0])
+        u_front, v_front = -y_axis, z_axis  # normal u x v = -x: facing the camera
+        planes = [TexturedPlane(np.array([wall_distance_m, 0.0, 0.0]), u_front, v_front, (np.inf, np.inf),
+                                texels_per_metre(wall_distance_m), texture())]
+        # (depth x, centre y, centre z, half width, half height), m
+        for x, y, z, half_u, half_v in ((0.55, 0.12, -0.13, 0.11, 0.08), (0.8, -0.22, 0.1, 0.14, 0.12),
+                                        (1.1, 0.32, 0.16, 0.2, 0.15), (1.5, -0.02, -0.26, 0.3, 0.18),
+                                        (2.0, 0.55, 0.32, 0.35, 0.25)):
+            planes.append(TexturedPlane(np.array([x, y, z]), u_front, v_front, (half_u, half_v),
+                                        texels_per_metre(x), texture()))
+        angle = np.deg2rad(35.0)
+        slanted_u = np.array([np.sin(angle), -np.cos(angle), 0.0])  # -y rotated about z: depth grows with u
+        planes.append(TexturedPlane(np.array([1.4, -0.55, 0.12]), slanted_u, z_axis, (0.3, 0.2),
+                                    texels_per_metre(1.4), texture()))
+        return cls.from_planes(planes)
+
+
 @njit(cache=True, nogil=True)
 def cast_ray(geometry, textures, texels_per_metre, ox, oy, oz, dx, dy, dz):
     """(log intensity, ray parameter s) of the nearest plane hit by origin + s * direction.

@@ -35,6 +35,9 @@ def sequence_format(path) -> str:
         return ROSBAG1
     if path.is_dir() and (path / "metadata.yaml").is_file():
         return ROSBAG2
+    if path.is_file() and path.suffix in (".mcap", ".db3"):
+        raise ValueError(f"{path}: a ROS 2 bag's storage file; give the bag folder "
+                         f"{path.parent} (with its metadata.yaml)")
     raise ValueError(f"{path}: neither an Event Camera Dataset folder (no events.txt) nor a bag "
                      "(a ROS 1 .bag file or a ROS 2 bag folder with metadata.yaml)")
 

@@ -160,6 +160,24 @@ class StaticPosition:
         return np.zeros((len(np.atleast_1d(t_s)), 3))
 
 
+class LinearPosition:
+    """A camera translating at constant velocity: ``start + velocity · t`` (m, m/s, world frame)."""
+
+    def __init__(self, start, velocity_m_s):
+        self.start = np.asarray(start, np.float64)
+        self.velocity_m_s = np.asarray(velocity_m_s, np.float64)
+
+    def position(self, t_s) -> np.ndarray:
+        t_s = np.atleast_1d(np.asarray(t_s, np.float64))
+        return self.start + t_s[:, None] * self.velocity_m_s
+
+    def velocity(self, t_s) -> np.ndarray:
+        return np.tile(self.velocity_m_s, (len(np.atleast_1d(t_s)), 1))
+
+    def acceleration(self, t_s) -> np.ndarray:
+        return np.zeros((len(np.atleast_1d(t_s)), 3))
+
+
 @njit(cache=True, nogil=True)
 def _rotation_exp(wx, wy, wz):
     """exp([w]×) for a rotation vector w (rad), Rodrigues' formula, as a 3x3 array."""
@@ -700,6 +718,21 @@ def _six_dof_simulator(duration_s: float, seed: int, sensor: SensorConfig) -> Ev
                           Calibration.davis240c(), sensor, seed)
 
 
+#: camera speed of the slider preset (m/s), along the camera's x axis (right)
+SLIDER_SPEED_M_S = 0.25
+
+
+def _slider_simulator(duration_s: float, seed: int, sensor: SensorConfig) -> EventSimulator:
+    """The camera slides right (camera +x = world -y) at SLIDER_SPEED_M_S without rotating,
+    its path centred on the world origin, in front of :meth:`PlanarScene.slider`."""
+    camera_x_in_world = CAMERA_LOOKING_ALONG_X[:, 0]
+    velocity = SLIDER_SPEED_M_S * camera_x_in_world
+    position = LinearPosition(-0.5 * duration_s * velocity, velocity)
+    return EventSimulator(PlanarScene.slider(seed), Trajectory(ConstantAngularVelocity((0.0, 0.0, 0.0)),
+                                                               duration_s, position),
+                          Calibration.davis240c(), sensor, seed)
+
+
 PRESETS = {
     "rotation": Preset("rotation", "DAVIS240C rotating in a textured room, ω ramping up to ±700 deg/s "
                        "on every axis (like boxes_rotation)", 10.0, _rotation_simulator(700.0, 0.05)),
@@ -707,6 +740,9 @@ PRESETS = {
                              _rotation_simulator(300.0, 0.5)),
     "six_dof": Preset("six_dof", "DAVIS240C moving in 6-DoF in front of a wall with panels at 1.6-3 m "
                       "(depth maps at 50 Hz)", 5.0, _six_dof_simulator),
+    "slider": Preset("slider", "DAVIS240C sliding right at 0.25 m/s without rotating, in front of textured "
+                     "panels at 0.55-2 m and a wall at 2.3 m, like slider_depth (depth maps at 50 Hz)", 3.0,
+                     _slider_simulator),
 }
 
 
@@ -729,5 +765,5 @@ def simulate_preset(name: str, duration_s: float | None = None, seed: int = 0,
 
 
 __all__ = ["CAMERA_LOOKING_ALONG_X", "GRAVITY_WORLD", "ConstantAngularVelocity", "OscillatingAngularVelocity",
-           "OscillatingPosition", "StaticPosition", "Trajectory", "SensorConfig", "EventSimulator", "Preset",
-           "PRESETS", "make_preset", "simulate_preset", "rotation_exp"]
+           "OscillatingPosition", "LinearPosition", "StaticPosition", "SLIDER_SPEED_M_S", "Trajectory",
+           "SensorConfig", "EventSimulator", "Preset", "PRESETS", "make_preset", "simulate_preset", "rotation_exp"]

@@ -1,0 +1,122 @@
+"""Patch optical flow benchmark: 30,000-event windows on 240x180 with 15x15 patches, one thread.
+
+    .venv/bin/python benchmarks/bench_flow.py [--repeats 7]
+
+Two windows:
+- the real boxes_rotation slice (30,000 events, ~9 px of motion over its 5.5 ms): per loss, ms
+  per window warm (the estimator's previous flows are this window's, the least work) and cold
+  (first window: coarse-to-fine from v = 0), evaluations per window, ms per value+gradient of the
+  whole grid and per value only;
+- consecutive windows of a simulated rotation at a constant 2.3 rad/s in a textured room
+  (the simulator, 30,000 events = 20 ms, ~9 px of motion): ms per window in sequence (warm
+  start from the previous window), with the average endpoint error against the ground truth.
+
+Times are CPU time of the process (time.process_time: what one core spends, without the waits
+for a core on a shared machine); medians over --repeats runs; the load average is printed.
+The simulated sequence's times are CPU times per window too (focus_ros.evaluation.flow.run_flow_evaluation).
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from focus_ros.estimators.optical_flow import OpticalFlowEstimator, OpticalFlowSettings  # noqa: E402
+
+SLICE = Path(os.environ.get("FOCUS_ROS_SHARED_DATA", ROOT.parent / "shared" / "data")) / "ec_slices" / "boxes_rotation"
+#: the variance, and the loss best on accuracy on the simulated rotation (EVALUATION.md, Flow)
+LOSSES = ("variance", "area_lorentzian", "variance_of_laplacian", "gradient_magnitude")
+
+
+def timed(function):
+    """(CPU ms of this process, result): on a machine shared with other jobs the CPU time is what
+    one core spends on the window; the wall time adds the waits for a core."""
+    began = time.process_time()
+    result = function()
+    return (time.process_time() - began) * 1e3, result
+
+
+def median_cpu_ms(function, repeats: int) -> float:
+    function()
+    return float(np.median([timed(function)[0] for _ in range(repeats)]))
+
+
+def slice_table(repeats: int) -> None:
+    from focus_ros.sources.ecd import read_ecd_folder
+
+    events = read_ecd_folder(SLICE).events
+    print(f"## boxes_rotation slice: {len(events)} events, {(events.t[-1] - events.t[0]) / 1e6:.1f} ms\n")
+    print("| loss | warm CPU ms/window | evaluations | cold CPU ms/window | evaluations | value+gradient CPU ms | "
+          "value CPU ms | valid patches |")
+    print("|---|---|---|---|---|---|---|---|")
+    for loss in LOSSES:
+        estimator = OpticalFlowEstimator(240, 180, OpticalFlowSettings(loss=loss))
+        estimator.estimate(events)  # compile, and the warm start
+        warm, cold = [], []
+        for _ in range(repeats):
+            warm.append(timed(lambda: estimator.estimate(events)))
+            estimator.reset()
+            cold.append(timed(lambda: estimator.estimate(events)))
+        estimate = warm[-1][1]
+        flows = np.nan_to_num(estimate.flow)
+        objective = estimator.objective
+        with_gradient = median_cpu_ms(lambda: objective.evaluate(flows), repeats * 3)
+        value_only = median_cpu_ms(lambda: objective.evaluate(flows, with_gradient=False), repeats * 3)
+        print(f"| {loss} | {np.median([t for t, _ in warm]):.1f} | {np.median([r.evaluations for _, r in warm]):.0f} | "
+              f"{np.median([t for t, _ in cold]):.1f} | {np.median([r.evaluations for _, r in cold]):.0f} | "
+              f"{with_gradient:.2f} | {value_only:.2f} | {int(estimate.valid.sum())} / {estimate.grid.count} |")
+    print(f"\n(memberships: {len(objective.patch)} (event, patch) pairs for {len(events)} events: margin "
+          f"{estimator.grid.margin} px)\n")
+
+
+def simulated_table() -> None:
+    from focus_ros.camera import Calibration
+    from focus_ros.evaluation.flow import run_flow_evaluation
+    from focus_ros.evaluation.ground_truth import from_imu
+    from focus_ros.evaluation.runner import build_windows
+    from focus_ros.sources.scenes import PanoramaScene
+    from focus_ros.sources.simulator import ConstantAngularVelocity, EventSimulator, Trajectory
+
+    simulator = EventSimulator(PanoramaScene.generate(1, shapes_per_megapixel=600),
+                               Trajectory(ConstantAngularVelocity((0.5, -1.0, 2.0)), 0.25),
+                               Calibration.davis240c(), seed=1)
+    recording = simulator.simulate()
+    windows = build_windows(recording.events.t, 30_000)
+    print(f"## simulated rotation at 2.3 rad/s: {len(windows)} consecutive windows of 30,000 events\n")
+    print("| loss | CPU ms/window (median) | range | AEE px | > 3 px (%) | valid (%) |")
+    print("|---|---|---|---|---|---|")
+    for loss in LOSSES:
+        run = run_flow_evaluation(recording, from_imu(recording.imu, 0), windows, OpticalFlowSettings(loss=loss))
+        times = run.ms_per_window[1:]  # the first window: coarse-to-fine start
+        errors = run.errors
+        print(f"| {loss} | {np.median(times):.1f} | {times.min():.1f}-{times.max():.1f} | "
+              f"{errors.average_endpoint_px:.3f} | {100 * errors.outlier_share:.2f} | {100 * errors.valid_share:.1f} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=7)
+    args = parser.parse_args()
+    print(f"# Patch flow benchmark (one thread; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)\n")
+    if (SLICE / "events.txt").is_file():
+        slice_table(args.repeats)
+    else:
+        print(f"(boxes_rotation slice not found at {SLICE}: skipped)\n")
+    simulated_table()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+"""Evaluate patch optical flow against ground truth: endpoint errors per loss.
+
+The ground-truth flow of each patch comes from ω at the window's reference time (IMU or motion
+capture) and the calibration, in pixels of the raw image (focus_ros.evaluation.flow): exact for a
+rotating camera (the simulator's rotation presets, the dataset's *_rotation sequences); when the
+recording also has camera poses and depth maps (the simulator's six_dof), the camera's
+translation and the depth are added. Prints and writes
+(OUTPUT/flow_table.md, OUTPUT/flow_table.csv) per loss the average endpoint error in px over the
+window's time span and in px/s, the share of valid patches over 3 px, the share of patches
+reported valid, the median time per window; plots the error over time (OUTPUT/flow_errors.png).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from focus_ros.cli import UserError
+from focus_ros.commands.evaluate import _ground_truth, add_source_arguments, load_source
+from focus_ros.commands.flow import add_flow_arguments, check_window_arguments, settings_from_flow_arguments
+
+#: the losses of the paper's Fig. 6 (patch flow landscapes)
+FIGURE_6_LOSSES = ("variance", "gradient_magnitude", "laplacian_magnitude", "variance_of_gradient",
+                   "variance_of_laplacian")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_source_arguments(parser)
+    parser.add_argument("-o", "--output", required=True, type=Path, help="output folder")
+    parser.add_argument("--losses", default=",".join(FIGURE_6_LOSSES),
+                        help="comma-separated loss names, or 'all' (default: the paper's Fig. 6 losses)")
+    parser.add_argument("--polarity", action="store_true", help="use polarity in the IWE (b_k = p_k)")
+    parser.add_argument("--ground-truth", choices=("auto", "imu", "mocap", "estimate"), default="auto",
+                        help="auto: IMU, else motion capture; estimate: no ground truth, compare with the flow "
+                             "of the full-frame angular velocity estimate (a rotating camera; a consistency check)")
+    parser.add_argument("--imu-delay", type=float, metavar="MS", default=None,
+                        help="gyro delay (ms): default 2.4 for recorded data, 0 for the simulator")
+    parser.add_argument("--window-events", type=int, default=30_000, help="events per window (default 30000)")
+    parser.add_argument("--window-ms", type=float, default=None, help="windows of this duration (ms) instead")
+    parser.add_argument("--max-windows", type=int, metavar="M", help="at most M (consecutive) windows")
+    add_flow_arguments(parser)
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def run(args) -> int:
+    from tqdm import tqdm
+
+    from focus_ros.commands.evaluate import _losses
+    from focus_ros.evaluation import flow
+    from focus_ros.evaluation.runner import build_windows
+    from focus_ros.patches import PatchObjective  # noqa: F401  (import errors surface before the long run)
+
+    losses = _losses(args.losses)
+    check_window_arguments(args)
+    if args.max_windows is not None and args.max_windows <= 0:
+        raise UserError(f"--max-windows must be positive, got {args.max_windows}")
+    recording, simulated, description = load_source(args)
+    estimated = args.ground_truth == "estimate"
+    ground_truth = flow.EstimatedRotation(recording.calibration, args.t_ref) if estimated else _ground_truth(args, recording,
+                                                                                                 simulated)
+    if ground_truth is None:
+        raise UserError("the sequence has no rotation ground truth (IMU or motion capture): "
+                        "--ground-truth estimate compares with the full-frame angular velocity estimate")
+    events = recording.events
+    if args.window_ms is not None:
+        windows = flow.duration_window_bounds(events.t, int(round(args.window_ms * 1e6)), args.max_windows)
+    else:
+        windows = build_windows(events.t, args.window_events, max_windows=args.max_windows)
+    if len(windows) == 0:
+        raise UserError(f"the sequence has {len(events)} events: not one window")
+    if estimated:
+        ground_truth.prepare(events, windows)
+    settings_list = []
+    for loss in losses:
+        try:
+            settings = settings_from_flow_arguments(args, loss=loss, use_polarity=args.polarity)
+            from focus_ros.estimators.optical_flow import OpticalFlowEstimator
+            OpticalFlowEstimator(recording.calibration.width, recording.calibration.height, settings)
+        except ValueError as error:
+            print(f"focus-ros evaluate-flow: skipping {loss}: {error}", file=sys.stderr)
+            continue
+        settings_list.append(settings)
+    output = args.output
+    output.mkdir(parents=True, exist_ok=True)
+    runs = []
+    with tqdm(total=len(windows) * len(settings_list), unit="window", disable=args.quiet, file=sys.stderr) as bar:
+        for settings in settings_list:
+            bar.set_description(settings.loss)
+            runs.append(flow.run_flow_evaluation(recording, ground_truth, windows, settings, bar))
+    table = flow.markdown_flow_table(runs)
+    window_text = f"{args.window_ms:g}-ms windows" if args.window_ms else f"{args.window_events}-event windows"
+    durations = (events.t[windows[:, 1] - 1] - events.t[windows[:, 0]]) / 1e6
+    header = (f"{description}: {len(windows)} {window_text} (median span {np.median(durations):.1f} ms), "
+              f"{'with' if args.polarity else 'without'} polarity, ground truth: {ground_truth.source or 'given'}"
+              f"{' + translation from poses and depth maps' if flow.has_translation_ground_truth(recording) else ''}\n\n")
+    (output / "flow_table.md").write_text(header + table)
+    flow.write_flow_csv(runs, output / "flow_table.csv")
+    flow.plot_flow_errors(runs, output / "flow_errors.png", title=description)
+    print(header + table)
+    return 0

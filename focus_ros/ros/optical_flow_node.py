@@ -1,0 +1,291 @@
+"""ROS 2 node: patch optical flow of an event camera by focus-loss maximisation.
+
+Events come in through :class:`~focus_ros.ros.event_input.EventInput` (``events``, remap it,
+e.g. ``events:=/dvs/events``; camera_info or the ``calibration.*`` parameters give the sensor
+size: flow is in pixels of the raw image, the intrinsics are not used). Per window of
+``window_events`` events (or ``window_duration_s``) the image is split into square patches of
+``patch_size_px`` px every ``patch_stride_px`` px, and every patch gets the flow maximising the
+focus loss of its events (:class:`~focus_ros.estimators.optical_flow.OpticalFlowEstimator`, the
+same as ``focus-ros flow``). Publishes
+
+- ``optical_flow`` (sensor_msgs/Image, encoding ``32FC2``): one pixel per patch, rows x columns
+  = the patch grid (``rows = (height - size) // stride + 1``, likewise columns); channel 0 = vx,
+  channel 1 = vy in px/s (x right, y down, raw image pixels); NaN where the patch's flow is
+  invalid (too few events, flat focus landscape, aperture problem, out of range); patch (r, c)
+  covers raw pixels [c * stride, c * stride + size) x [r * stride, r * stride + size);
+  stamp = the window's reference time, frame = the events' frame;
+- ``optical_flow/image`` (sensor_msgs/Image, rgb8, 3x the sensor size): arrows over the
+  motion-compensated image, only while subscribed, at most ``image_rate_hz``;
+- ``/diagnostics``: the input's counters, windows processed and dropped, latency, processing
+  time, share of valid patches, and why the others are invalid (last window, patches with events:
+  ``patches_valid``, ``patches_few_events``, ``patches_flat``, ``patches_aperture``,
+  ``patches_out_of_range``).
+
+A worker thread estimates; with ``queue_policy: newest`` (live) it skips to the newest complete
+window and counts the skipped ones as dropped, with ``all`` (bags) it processes every window.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections import deque
+
+import numpy as np
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rcl_interfaces.msg import SetParametersResult
+from sensor_msgs.msg import Image
+
+from focus_ros.estimators.optical_flow import (APERTURE, FEW_EVENTS, FLAT, OUT_OF_RANGE, REASONS, T_REF_CHOICES, VALID,
+                                               OpticalFlowEstimator, OpticalFlowSettings)
+from focus_ros.losses import LOSSES
+from focus_ros.ros import messages
+from focus_ros.ros.entry_point import run_node
+from focus_ros.ros.event_input import EventBatch, EventInput, descriptor
+from focus_ros.ros.parameters import FocusNode
+from focus_ros.windows import CountWindowCutter, DurationWindowCutter
+
+DEFAULTS = OpticalFlowSettings()
+#: diagnostics key per reason code: patches_valid, patches_few_events, ... (last window, patches with events)
+REASON_KEYS = {VALID: "valid", FEW_EVENTS: "few_events", FLAT: "flat", APERTURE: "aperture",
+               OUT_OF_RANGE: "out_of_range"}
+
+#: name -> (default, description, options); the event input's parameters are declared by EventInput
+PARAMETERS = {
+    "window_events": (30000, "events per window", {"integer_range": (100, 10_000_000)}),
+    "window_duration_s": (0.0, "> 0: windows of this duration (s) instead of a number of events",
+                          {"float_range": (0.0, 10.0), "read_only": True}),
+    "queue_policy": ("newest", "newest (skip to the newest complete window, live) or all (every window, bags)", {}),
+    "max_pending_windows": (100, "queue_policy all: bound on queued windows (oldest dropped beyond it)",
+                            {"integer_range": (1, 100000)}),
+    "loss": (DEFAULTS.loss, "focus loss (focus_ros.losses.LOSSES; not mean_timestamp)", {}),
+    "use_polarity": (DEFAULTS.use_polarity, "IWE with polarity (b_k = p_k) or counts (b_k = 1)", {}),
+    "patch_size_px": (DEFAULTS.patch_size_px, "patch side (px)", {"integer_range": (2, 1024), "read_only": True}),
+    "patch_stride_px": (0, "distance between patches (px); 0 = patch_size_px",
+                        {"integer_range": (0, 1024), "read_only": True}),
+    "margin_px": (DEFAULTS.margin_px, "events within this distance of a patch are warped into it (px): the "
+                  "largest displacement between an event and the reference time", {"integer_range": (0, 256)}),
+    "pyramid_patch_sizes": (list(DEFAULTS.pyramid_patch_sizes) or [0],
+                            "coarser patch sizes (px, decreasing) solved first where a patch has no warm "
+                            "start; [0] = none", {}),
+    "min_events_per_patch": (DEFAULTS.min_events_per_patch, "fewer events make a patch invalid",
+                             {"integer_range": (1, 1_000_000)}),
+    "min_aperture_ratio": (DEFAULTS.min_aperture_ratio, "structure-tensor eigenvalue ratio below which a patch "
+                           "is an aperture case (invalid)", {"float_range": (0.0, 0.99)}),
+    "blur_sigma_px": (-1.0, "IWE blur (px, at most 1); -1 = the loss's default (1 px spatial losses, else 0)",
+                      {"float_range": (-1.0, 1.0)}),
+    "reference_time": (DEFAULTS.t_ref, "window reference time: start, middle or end", {}),
+    "image_rate_hz": (5.0, "flow pictures per second at most (only while subscribed); 0 = never",
+                      {"float_range": (0.0, 1000.0)}),
+    "frame_id": ("", "output frame; empty = the frame of the events", {}),
+}
+ESTIMATOR_PARAMETERS = ("loss", "use_polarity", "margin_px", "pyramid_patch_sizes", "min_events_per_patch",
+                        "min_aperture_ratio", "blur_sigma_px", "reference_time")
+
+
+def flow_image_message(estimate, stamp, frame_id: str) -> Image:
+    """sensor_msgs/Image 32FC2 of a FlowEstimate: rows x columns of the patch grid, (vx, vy) px/s, NaN invalid."""
+    data = np.ascontiguousarray(estimate.flow_image(), dtype="<f4")
+    message = Image()
+    message.header.stamp = stamp
+    message.header.frame_id = frame_id
+    message.height, message.width = data.shape[:2]
+    message.encoding = "32FC2"
+    message.is_bigendian = 0
+    message.step = message.width * 8
+    message.data = data.tobytes()
+    return message
+
+
+class OpticalFlowNode(FocusNode):
+    """Thin ROS wrapper around :class:`OpticalFlowEstimator` (see the module docstring)."""
+
+    def __init__(self, **kwargs):
+        super().__init__("optical_flow_node", **kwargs)
+        for name, (default, description, options) in PARAMETERS.items():
+            self.declare_parameter(name, default, descriptor(description, **options))
+        self._check({name: self.get_parameter(name).value for name in PARAMETERS})
+        self._lock = threading.Condition()
+        self._size: tuple[int, int] | None = None
+        self._estimator: OpticalFlowEstimator | None = None
+        self._windows = None
+        self._pending: deque = deque()
+        self._settings_changed = False
+        self._last_image_time = 0.0
+        self._stats = dict(windows_processed=0, windows_dropped=0, last_latency_ms=float("nan"),
+                           last_valid_share=float("nan"), last_reasons=np.zeros(len(REASONS), dtype=np.int64),
+                           processing_s=0.0, windows_since_report=0)
+        self._running = True
+        self._flow_publisher = self.create_publisher(Image, "optical_flow", 10)
+        self._image_publisher = self.create_publisher(Image, "optical_flow/image", 1)
+        self._diagnostics_publisher = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self._input = EventInput(self, self._on_events, self._on_calibration)
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+        self.create_timer(1.0, self._publish_diagnostics)
+        self._worker = threading.Thread(target=self._work, name="focus_ros_flow", daemon=True)
+        self._worker.start()
+        self.get_logger().info(f"waiting for {self._input.message_type} on '{self._input.events_topic}'; "
+                               f"publishing 32FC2 px/s on '{self.resolve_topic_name('optical_flow')}'")
+
+    # ----------------------------------------------------------------- parameters
+    def _settings(self, overrides: dict | None = None) -> OpticalFlowSettings:
+        overrides = overrides or {}
+        value = lambda name: overrides.get(name, self.get_parameter(name).value)  # noqa: E731
+        pyramid = tuple(int(size) for size in value("pyramid_patch_sizes") if int(size) > 0)
+        return OpticalFlowSettings(loss=value("loss"), use_polarity=value("use_polarity"),
+                                   patch_size_px=value("patch_size_px"),
+                                   patch_stride_px=value("patch_stride_px") or None, margin_px=value("margin_px"),
+                                   pyramid_patch_sizes=pyramid, min_events_per_patch=value("min_events_per_patch"),
+                                   min_aperture_ratio=value("min_aperture_ratio"),
+                                   blur_sigma_px=None if value("blur_sigma_px") < 0 else value("blur_sigma_px"),
+                                   t_ref=value("reference_time"))
+
+    def _check(self, values: dict, size=(240, 180)) -> None:
+        """ValueError naming the problem when the values are unusable."""
+        if values.get("queue_policy", "newest") not in ("newest", "all"):
+            raise ValueError(f"queue_policy '{values['queue_policy']}' is not one of: newest, all")
+        if values.get("reference_time", "middle") not in T_REF_CHOICES:
+            raise ValueError(f"reference_time '{values['reference_time']}' is not one of: {', '.join(T_REF_CHOICES)}")
+        if values.get("loss", "variance") not in LOSSES:
+            raise ValueError(f"loss '{values['loss']}' is not one of: {', '.join(LOSSES)}")
+        OpticalFlowEstimator(*size, self._settings(values))
+
+    def _on_set_parameters(self, parameters) -> SetParametersResult:
+        values = {p.name: p.value for p in parameters}
+        try:
+            self._check(values, self._size or (240, 180))
+        except ValueError as error:
+            return SetParametersResult(successful=False, reason=str(error))
+        if any(name in values for name in ESTIMATOR_PARAMETERS + ("window_events",)):
+            with self._lock:
+                self._settings_changed = True
+        return SetParametersResult(successful=True)
+
+    def _reconfigure(self) -> None:
+        """(Re)build the estimator and the windows (lock held)."""
+        self._settings_changed = False
+        try:
+            self._estimator = OpticalFlowEstimator(*self._size, self._settings())
+        except ValueError as error:
+            self.get_logger().error(f"settings not usable: {error}; keeping the previous ones")
+            return
+        duration = self.get_parameter("window_duration_s").value
+        self._windows = (DurationWindowCutter(int(round(duration * 1e9))) if duration > 0
+                         else CountWindowCutter(self.get_parameter("window_events").value))
+        self._pending.clear()
+        grid = self._estimator.grid
+        self.get_logger().info(f"patch flow with loss '{self._estimator.settings.loss}': {grid.columns}x{grid.rows} "
+                               f"patches of {grid.size} px every {grid.stride} px")
+
+    # ----------------------------------------------------------------- input
+    def _on_calibration(self, calibration, source: str) -> None:
+        with self._lock:
+            self._size = (calibration.width, calibration.height)
+            self._settings_changed = True
+            self._lock.notify()
+
+    def _on_events(self, batch: EventBatch) -> None:
+        with self._lock:
+            if self._settings_changed and self._size is not None:
+                self._reconfigure()
+            if self._windows is None:
+                return
+            if batch.restart:
+                self._windows.reset()
+                self._pending.clear()
+                self._estimator.reset()
+            limit = (1 if self.get_parameter("queue_policy").value == "newest"
+                     else self.get_parameter("max_pending_windows").value)
+            for window in self._windows.push(batch.events):
+                self._pending.append((window, batch.received_s))
+                if len(self._pending) > limit:
+                    self._pending.popleft()
+                    self._stats["windows_dropped"] += 1
+            if self._pending:
+                self._lock.notify()
+
+    # ----------------------------------------------------------------- work
+    def _work(self) -> None:
+        while self._running:
+            with self._lock:
+                self._lock.wait_for(lambda: not self._running or self._pending, timeout=0.5)
+                if not self._running:
+                    return
+                if not self._pending:
+                    continue
+                window, received = self._pending.popleft()
+                estimator = self._estimator
+            try:
+                started = time.monotonic()
+                estimate = estimator.estimate(window)
+                elapsed = time.monotonic() - started
+                self._publish(estimator, estimate, received, elapsed)
+            except Exception as error:  # noqa: BLE001 - a bad window must not kill the node
+                if not self.context.ok():
+                    return
+                self._input.warn_once("estimate_failed", f"flow estimation failed on a window: {error}")
+
+    def _publish(self, estimator, estimate, received: float, elapsed: float) -> None:
+        frame_id = self.get_parameter("frame_id").value or self._input.frame_id
+        stamp = messages.time_from_ns(estimate.t_ref_ns)
+        self._flow_publisher.publish(flow_image_message(estimate, stamp, frame_id))
+        with_events = estimate.event_counts > 0
+        with self._lock:
+            self._stats["windows_processed"] += 1
+            self._stats["windows_since_report"] += 1
+            self._stats["processing_s"] += elapsed
+            self._stats["last_latency_ms"] = (time.monotonic() - received) * 1e3
+            self._stats["last_valid_share"] = (float(estimate.valid[with_events].mean()) if with_events.any()
+                                               else float("nan"))
+            self._stats["last_reasons"] = np.bincount(estimate.reason[with_events], minlength=len(REASONS))
+        rate = self.get_parameter("image_rate_hz").value
+        now = time.monotonic()
+        if rate > 0 and now - self._last_image_time >= 1.0 / rate and self._image_publisher.get_subscription_count():
+            from focus_ros.flow_visualization import compensated_image, flow_arrows_image
+
+            self._last_image_time = now
+            picture = flow_arrows_image(compensated_image(estimator, estimate), estimate)
+            self._image_publisher.publish(messages.rgb_image(picture, stamp, frame_id))
+
+    # ----------------------------------------------------------------- diagnostics
+    def _publish_diagnostics(self) -> None:
+        inputs = self._input.diagnostics()
+        with self._lock:
+            stats = dict(self._stats)
+            self._stats["processing_s"] = 0.0
+            self._stats["windows_since_report"] = 0
+        status = DiagnosticStatus(name=f"{self.get_name()}: optical flow", hardware_id=self._input.frame_id or "event_camera")
+        if inputs["calibration_source"] == "none":
+            status.level, status.message = DiagnosticStatus.ERROR, "no sensor size (camera_info or parameters)"
+        elif stats["windows_dropped"] > 0 and stats["windows_dropped"] >= stats["windows_processed"]:
+            status.level, status.message = DiagnosticStatus.WARN, "falling behind: most windows dropped"
+        else:
+            status.level, status.message = DiagnosticStatus.OK, "estimating"
+        values = {**inputs, "windows_processed": stats["windows_processed"],
+                  "windows_dropped": stats["windows_dropped"], "latency_ms": stats["last_latency_ms"],
+                  "processing_ms_per_window": (1e3 * stats["processing_s"] / stats["windows_since_report"]
+                                               if stats["windows_since_report"] else float("nan")),
+                  "valid_patch_share": stats["last_valid_share"],
+                  **{f"patches_{REASON_KEYS[code]}": int(count) for code, count in enumerate(stats["last_reasons"])}}
+        status.values = [KeyValue(key=key, value=f"{value:.4g}" if isinstance(value, float) else str(value))
+                         for key, value in values.items()]
+        array = DiagnosticArray(status=[status])
+        array.header.stamp = self.get_clock().now().to_msg()
+        self._diagnostics_publisher.publish(array)
+
+    def stop(self) -> None:
+        with self._lock:
+            self._running = False
+            self._lock.notify_all()
+        self._worker.join(timeout=5.0)
+
+
+def main(argv=None) -> int:
+    """Entry point of ``ros2 run focus_ros optical_flow_node``."""
+    return run_node("optical_flow_node", OpticalFlowNode, rclpy.spin, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

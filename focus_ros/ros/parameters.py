@@ -1,0 +1,58 @@
+"""Parameters as users type them: an integer is accepted where a double is declared.
+
+``ros2 launch ... rate:=1``, ``ros2 run ... -p rate:=1``, a YAML file with ``rate: 1`` and
+``ros2 param set /node rate 1`` all hand the node an *integer*; rclpy refuses it for a
+parameter declared as a double (InvalidParameterTypeException at start-up, "Wrong parameter
+type" at run time). :class:`FocusNode` converts such integers (and integer arrays for
+double arrays) to doubles before rclpy checks the type. Nothing else changes: a string for
+a double, or a double for an integer, is still refused with rclpy's message.
+
+Every focus_ros node derives from :class:`FocusNode` instead of ``rclpy.node.Node``.
+"""
+
+from __future__ import annotations
+
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rcl_interfaces.msg import ParameterType
+
+#: declared type -> (type a user may give instead, conversion)
+_WIDENING = {
+    ParameterType.PARAMETER_DOUBLE: (Parameter.Type.INTEGER, float),
+    ParameterType.PARAMETER_DOUBLE_ARRAY: (Parameter.Type.INTEGER_ARRAY, lambda values: [float(v) for v in values]),
+}
+
+
+def widened(parameter: Parameter, declared_type: int) -> Parameter:
+    """``parameter`` converted to ``declared_type`` where that is a lossless widening, else unchanged."""
+    accepted = _WIDENING.get(declared_type)
+    if accepted is None or parameter.type_ != accepted[0]:
+        return parameter
+    return Parameter(parameter.name, Parameter.Type(declared_type), accepted[1](parameter.value))
+
+
+class FocusNode(Node):
+    """``rclpy.node.Node`` whose double parameters also take integers (see the module docstring)."""
+
+    def declare_parameters(self, namespace, parameters, ignore_override=False):
+        if not ignore_override:
+            for entry in parameters:
+                if len(entry) < 2 or isinstance(entry[1], Parameter.Type):
+                    declared_type = getattr(entry[1], "value", None) if len(entry) > 1 else None
+                else:
+                    declared_type = Parameter.Type.from_parameter_value(entry[1]).value
+                name = f"{namespace}.{entry[0]}" if namespace else entry[0]
+                override = self._parameter_overrides.get(name)
+                if override is not None and declared_type is not None:
+                    self._parameter_overrides[name] = widened(override, declared_type)
+        return super().declare_parameters(namespace, parameters, ignore_override)
+
+    def set_parameters(self, parameter_list):
+        return super().set_parameters(self._widened(parameter_list))
+
+    def set_parameters_atomically(self, parameter_list):
+        return super().set_parameters_atomically(self._widened(parameter_list))
+
+    def _widened(self, parameter_list):
+        return [widened(p, self._descriptors[p.name].type) if p.name in self._descriptors else p
+                for p in parameter_list]

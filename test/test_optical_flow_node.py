@@ -1,0 +1,101 @@
+"""optical_flow_node as `ros2 run` starts it, over real topics on loopback: its 32FC2 flow images
+equal `focus-ros flow`'s flow.csv on the same windows."""
+
+from __future__ import annotations
+
+import csv
+
+import numpy as np
+import pytest
+
+rclpy = pytest.importorskip("rclpy")
+pytest.importorskip("dvs_msgs.msg", reason="interface packages not built: run `make setup`")
+
+from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
+from dvs_msgs.msg import EventArray  # noqa: E402
+from sensor_msgs.msg import Image  # noqa: E402
+
+from conftest import REPOSITORY_ROOT  # noqa: E402
+from flow_scenes import translating_dots  # noqa: E402
+from focus_ros import transport  # noqa: E402
+from focus_ros.estimators.optical_flow import OpticalFlowEstimator, OpticalFlowSettings  # noqa: E402
+from focus_ros.events import Events  # noqa: E402
+from focus_ros.windows import count_windows  # noqa: E402
+from ros_harness import NodeProcess, client_node, executable, spin_until  # noqa: E402
+
+PARAMS_FILE = REPOSITORY_ROOT / "config" / "optical_flow.yaml"
+TRUE_FLOW = np.array([120.0, -90.0])
+
+
+def _focus_ros_flow_csv(events, tmp_path) -> list[np.ndarray]:
+    """`focus-ros flow` on the same events (an ECD folder): (rows, columns, 2) flows per window."""
+    from focus_ros.camera import Calibration
+    from focus_ros.cli import main
+
+    folder = tmp_path / "sequence"
+    folder.mkdir()
+    np.savetxt(folder / "events.txt", np.column_stack([events.t / 1e9, events.x, events.y, (events.p > 0)]),
+               fmt=["%.9f", "%d", "%d", "%d"])
+    (folder / "calib.txt").write_text(Calibration.davis240c().to_ecd_line() + "\n")
+    assert main(["flow", str(folder), "-o", str(tmp_path / "flow"), "--picture-every", "0", "--quiet"]) == 0
+    with open(tmp_path / "flow" / "flow.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    flows = np.array([[float(row["vx"]), float(row["vy"])] for row in rows]).reshape(-1, 12, 16, 2)
+    return list(flows)
+
+
+def test_node_publishes_the_flow_of_focus_ros_flow(tmp_path, monkeypatch):
+    events = translating_dots(TRUE_FLOW, dots=1500, events=75_000, duration_s=0.04)
+    # the events as the ECD text stores them (microseconds), so that both sides see the same times
+    events = Events(events.x, events.y, (events.t // 1000) * 1000, events.p)
+    windows = list(count_windows([events], 30_000))
+    assert len(windows) == 2
+    command_flows = _focus_ros_flow_csv(events, tmp_path)
+    assert len(command_flows) == 2
+    estimator = OpticalFlowEstimator(240, 180, OpticalFlowSettings())
+    expected = [estimator.estimate(window) for window in windows]
+
+    with client_node("flow_test_client", monkeypatch) as (env, node, executor):
+        reports, flows, pictures = [], [], []
+        node.create_subscription(DiagnosticArray, "/diagnostics", reports.append, 10)
+        node.create_subscription(Image, "/optical_flow", flows.append, 10)
+        node.create_subscription(Image, "/optical_flow/image", pictures.append, 10)
+        command = [executable("optical_flow_node"), "--ros-args", "--params-file", str(PARAMS_FILE),
+                   "-r", "events:=/dvs/events", "-p", "qos_reliability:=reliable", "-p", "queue_policy:=all",
+                   "-p", "camera_info_timeout_s:=0.3", "-p", "image_rate_hz:=100.0"]
+        process = NodeProcess(command, env, tmp_path / "optical_flow_node.log")
+        try:
+            assert spin_until(executor, lambda: reports, 30.0), process.log()
+            publisher = node.create_publisher(EventArray, "/dvs/events", 100)
+            assert spin_until(executor, lambda: publisher.get_subscription_count() > 0, 20.0), process.log()
+            spin_until(executor, lambda: False, 1.0)  # fallback calibration in place, image subscription seen
+            for start in range(0, len(events), 5000):
+                publisher.publish(transport.encode_event_array(events[start:start + 5000], 180, 240, "dvs"))
+                executor.spin_once(timeout_sec=0.01)
+            assert spin_until(executor, lambda: len(flows) >= 2 and pictures, 90.0), process.log()
+            reports.clear()
+            assert spin_until(executor, lambda: reports, 5.0)
+        finally:
+            process.stop()
+
+    for message, estimate, command_flow in zip(flows, expected, command_flows):
+        assert message.encoding == "32FC2"
+        assert (message.height, message.width) == (estimate.grid.rows, estimate.grid.columns) == (12, 16)
+        assert message.step == message.width * 8 and message.header.frame_id == "dvs"
+        assert message.header.stamp.sec * 1_000_000_000 + message.header.stamp.nanosec == estimate.t_ref_ns
+        flow = np.frombuffer(bytes(message.data), dtype="<f4").reshape(message.height, message.width, 2)
+        np.testing.assert_array_equal(np.isnan(flow), np.isnan(command_flow))
+        np.testing.assert_allclose(flow[np.isfinite(flow)], command_flow[np.isfinite(command_flow)], rtol=1e-6,
+                                   atol=1e-5)  # float32 message vs the CSV's 6 decimals
+        valid = np.isfinite(flow[..., 0])
+        assert valid.sum() > 100
+        assert np.median(np.linalg.norm(flow[valid] - TRUE_FLOW, axis=1)) < 20.0
+    picture = pictures[0]
+    assert picture.encoding == "rgb8" and (picture.height, picture.width) == (540, 720)
+    values = {item.key: item.value for item in reports[-1].status[0].values}
+    assert int(values["windows_processed"]) == 2 and int(values["windows_dropped"]) == 0
+    assert 0.5 < float(values["valid_patch_share"]) <= 1.0
+    last = expected[-1]
+    assert int(values["patches_valid"]) == int(last.valid.sum())
+    assert sum(int(values[f"patches_{key}"]) for key in ("valid", "few_events", "flat", "aperture", "out_of_range")) \
+        == int((last.event_counts > 0).sum())
