@@ -39,7 +39,7 @@ from dataclasses import replace
 import numpy as np
 import rclpy
 import rclpy.executors
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import TwistStamped
 from rcl_interfaces.msg import SetParametersResult
 from sensor_msgs.msg import Image
@@ -481,11 +481,8 @@ class AngularVelocityNode(FocusNode):
             "estimator_process_pid": (self._engine.pid if self._engine is not None and self._engine.pid else 0),
             "worker_restarts": stats["worker_restarts"],
         }
-        status.values = [KeyValue(key=key, value=f"{value:.4g}" if isinstance(value, float) else str(value))
-                         for key, value in values.items()]
-        array = DiagnosticArray(status=[status])
-        array.header.stamp = self.get_clock().now().to_msg()
-        self._diagnostics_publisher.publish(array)
+        self._diagnostics_publisher.publish(
+            messages.diagnostic_array(status, values, self.get_clock().now().to_msg()))
 
     def stop(self) -> None:
         with self._lock:

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import rclpy
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from rcl_interfaces.msg import SetParametersResult
 from sensor_msgs.msg import Image, PointCloud2
 
@@ -546,11 +546,8 @@ class DepthNode(FocusNode):
             "points_per_keyframe": stats["last_points"],
             "latency_ms": stats["last_latency_ms"],
         }
-        status.values = [KeyValue(key=key, value=f"{v:.4g}" if isinstance(v, float) else str(v))
-                         for key, v in values.items()]
-        array = DiagnosticArray(status=[status])
-        array.header.stamp = self.get_clock().now().to_msg()
-        self._diagnostics_publisher.publish(array)
+        self._diagnostics_publisher.publish(
+            messages.diagnostic_array(status, values, self.get_clock().now().to_msg()))
 
     def stop(self) -> None:
         with self._lock:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 from builtin_interfaces.msg import Time
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from sensor_msgs.msg import Image
 
 from focus_ros import transport
@@ -90,3 +91,13 @@ def rgb_image(rgb: np.ndarray, stamp: Time, frame_id: str) -> Image:
     message.step = 3 * message.width
     message.data = np.ascontiguousarray(rgb, dtype=np.uint8).tobytes()
     return message
+
+
+def diagnostic_array(status: DiagnosticStatus, values: dict, stamp: Time) -> DiagnosticArray:
+    """``status`` carrying ``values`` as key/value strings (floats to 4 significant digits),
+    in a DiagnosticArray stamped ``stamp``: the one way every node reports on ``/diagnostics``."""
+    status.values = [KeyValue(key=key, value=f"{value:.4g}" if isinstance(value, float) else str(value))
+                     for key, value in values.items()]
+    array = DiagnosticArray(status=[status])
+    array.header.stamp = stamp
+    return array

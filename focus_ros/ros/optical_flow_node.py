@@ -34,7 +34,7 @@ from collections import deque
 
 import numpy as np
 import rclpy
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from rcl_interfaces.msg import SetParametersResult
 from sensor_msgs.msg import Image
 
@@ -269,11 +269,8 @@ class OpticalFlowNode(FocusNode):
                                                if stats["windows_since_report"] else float("nan")),
                   "valid_patch_share": stats["last_valid_share"],
                   **{f"patches_{REASON_KEYS[code]}": int(count) for code, count in enumerate(stats["last_reasons"])}}
-        status.values = [KeyValue(key=key, value=f"{value:.4g}" if isinstance(value, float) else str(value))
-                         for key, value in values.items()]
-        array = DiagnosticArray(status=[status])
-        array.header.stamp = self.get_clock().now().to_msg()
-        self._diagnostics_publisher.publish(array)
+        self._diagnostics_publisher.publish(
+            messages.diagnostic_array(status, values, self.get_clock().now().to_msg()))
 
     def stop(self) -> None:
         with self._lock:
