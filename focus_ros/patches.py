@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from focus_ros.events import NANOSECONDS_PER_SECOND, Events
+from focus_ros.events import Events
 from focus_ros.iwe import bilinear_cells, blur_image, gather_bilinear_cells, gaussian_blur_kernel, vote_bilinear_cells
 from focus_ros.losses import get_loss
 from focus_ros.objective import supported_polarity_modes

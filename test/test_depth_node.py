@@ -5,7 +5,6 @@ rest, malformed messages) logged once, counted, survived. Plus the node's rclpy-
 
 from __future__ import annotations
 
-import time
 
 import numpy as np
 import pytest

@@ -492,6 +492,7 @@ class AngularVelocityNode(FocusNode):
         if self._engine is not None:
             self._engine.close()
 
+
 def frame_id_or(frame_id: str) -> str:
     return frame_id or "event_camera"
 
