@@ -65,12 +65,16 @@ class AngularVelocitySettings:
     omega crossing zero, where no motion means little gain); when they disagree and the
     winner is still doubtful, the window is reported degenerate instead of published.
     max_change_in_window_rad_s: the constant-velocity check. The warp assumes omega constant
-    over the window; when the angular acceleration seen in the last estimates (rad/s^2, the
-    larger of last-two-windows and previous-to-this) times the window's time span predicts a
-    change of omega above this (rad/s) within the window, the window is solved again on its
-    events within a shorter time span centred on its reference time, short enough for the
-    predicted change to stay under the limit but holding at least ``min_check_events``
-    events; that estimate is the window's (``shortened``). 0 = off.
+    over the window; when the angular acceleration alpha of the last estimates (rad/s^2, the
+    mean of the slopes between the last two windows and from the last window to this one; for
+    a cold window, measured on its two halves) times the window's time span predicts omega to
+    change by more than this (rad/s) within the window, the window is solved again with the
+    warp of constant angular acceleration alpha (omega(t) = omega + alpha (t - t_ref), omega
+    still the estimate at t_ref; the estimate's ``angular_acceleration``). 0 = off.
+    max_change_with_acceleration_rad_s: when even that predicted change exceeds this (rad/s),
+    the acceleration is not constant over the window either (oscillations at a few Hz), so the
+    accelerated solve uses only the events within the span around t_ref over which omega
+    changes by this much, at least ``min_check_events`` of them. 0 = the whole window always.
     """
 
     loss: str = "variance"
@@ -93,6 +97,7 @@ class AngularVelocitySettings:
     doubt_history: int = 16
     recovery_sub_window: int = 4
     max_change_in_window_rad_s: float = 1.0
+    max_change_with_acceleration_rad_s: float = 1.5
     min_check_events: int = 8000
 
 
@@ -144,8 +149,9 @@ class WindowEstimate:
     improvement: float = math.nan
     #: the first solve looked doubtful (cold start or low improvement) and was checked again
     recovered: bool = False
-    #: events of the shorter span the constant-velocity check solved the window on (0: not shortened)
-    shortened_to_events: int = 0
+    #: (3,) rad/s^2: the constant angular acceleration the window was solved with, when the
+    #: constant-velocity check found omega changing too much within it (None otherwise)
+    angular_acceleration: np.ndarray | None = None
 
 
 def reference_time_ns(events: Events, t_ref: str) -> int:
@@ -283,18 +289,25 @@ class AngularVelocityEstimator:
                 if candidate.score > solution.score:
                     solution = candidate
             improvement = self._improvement(solution.score, score_at_zero)
-        shortened_to_events = 0
-        if settings.max_change_in_window_rad_s > 0 and math.isfinite(solution.score):
+        angular_acceleration = None
+        if settings.max_change_in_window_rad_s > 0 and math.isfinite(solution.score) \
+                and np.all(np.isfinite(solution.omega)):
             cold_check = not self._history  # measures the acceleration on the window's halves
-            shorter, check_evaluations = self._constant_velocity_span(events, t_ref_ns, solution.omega)
+            acceleration, check_evaluations = self._recent_acceleration(events, t_ref_ns, solution.omega)
             evaluation_count += check_evaluations
-            if shorter is not None:
-                self.objective.set_events(shorter, t_ref_ns, int(shorter.t[0]))
+            if cold_check:
+                self.objective.set_events(events, t_ref_ns, int(events.t[0]))
+            duration_s = (int(events.t[-1]) - int(events.t[0])) * 1e-9
+            predicted_change = float(np.linalg.norm(acceleration)) * duration_s
+            if predicted_change > settings.max_change_in_window_rad_s:
+                limit = settings.max_change_with_acceleration_rad_s
+                if limit > 0 and predicted_change > limit:
+                    shorter = self._span_around(events, t_ref_ns, 0.5 * duration_s * limit / predicted_change)
+                    self.objective.set_events(shorter, t_ref_ns, int(shorter.t[0]))
+                self.objective.compensate_angular_acceleration(acceleration, solution.omega)
                 solution = self._solve(solution.omega)
                 evaluation_count += solution.evaluations
-                shortened_to_events = len(shorter)
-            if shorter is not None or cold_check:
-                self.objective.set_events(events, t_ref_ns, int(events.t[0]))
+                angular_acceleration = acceleration
         omega, result, final = solution.omega, solution.result, solution.final
         score = solution.score
         message = result.message
@@ -323,7 +336,7 @@ class AngularVelocityEstimator:
                               score_at_zero, start, result.iterations, evaluation_count,
                               final.kept, final.dropped, converged=result.converged,
                               degenerate=degenerate, message=message, improvement=improvement,
-                              recovered=recovered, shortened_to_events=shortened_to_events)
+                              recovered=recovered, angular_acceleration=angular_acceleration)
 
     @staticmethod
     def _improvement(score: float, score_at_zero: float) -> float:
@@ -366,45 +379,38 @@ class AngularVelocityEstimator:
         final = evaluate(omega, with_gradient=False)
         return _Solution(omega, sign * final.value, score_at_start, result, final, len(evaluated))
 
-    def _constant_velocity_span(self, events: Events, t_ref_ns: int,
-                                omega: np.ndarray) -> tuple[Events | None, int]:
-        """The window's events within a time span around ``t_ref_ns`` short enough for the
-        recent angular acceleration to change omega by at most ``max_change_in_window_rad_s``
-        (at least ``min_check_events`` of them), or None when the whole window is short enough;
-        and the objective evaluations spent measuring the acceleration."""
-        settings = self.settings
-        if not np.all(np.isfinite(omega)):
-            return None, 0
-        acceleration, evaluations = 0.0, 0  # rad/s^2
+    def _recent_acceleration(self, events: Events, t_ref_ns: int, omega: np.ndarray) -> tuple[np.ndarray, int]:
+        """The angular acceleration (3,) rad/s^2 this window's estimate ``omega`` and the last
+        estimates suggest (the mean of the slopes from the last window to this one and between
+        the last two), or for a cold window the one measured on its halves; and the objective
+        evaluations spent measuring it."""
         if not self._history:
-            acceleration, evaluations = self._acceleration_within(events, omega)
-        else:
-            t_last, omega_last = self._history[-1]
-            if t_ref_ns > t_last:
-                acceleration = float(np.linalg.norm(omega - omega_last)) / ((t_ref_ns - t_last) * 1e-9)
+            return self._acceleration_within(events, omega)
+        slopes = []
+        t_last, omega_last = self._history[-1]
+        if t_ref_ns > t_last:
+            slopes.append((omega - omega_last) / ((t_ref_ns - t_last) * 1e-9))
         if len(self._history) == 2:
             (t0, omega0), (t1, omega1) = self._history
             if t1 > t0:
-                acceleration = max(acceleration, float(np.linalg.norm(omega1 - omega0)) / ((t1 - t0) * 1e-9))
-        duration_ns = int(events.t[-1] - events.t[0])
-        predicted_change = acceleration * duration_ns * 1e-9
-        if predicted_change <= settings.max_change_in_window_rad_s:
-            return None, evaluations
-        half_span_ns = 0.5 * duration_ns * settings.max_change_in_window_rad_s / predicted_change
+                slopes.append((omega1 - omega0) / ((t1 - t0) * 1e-9))
+        return (np.mean(slopes, axis=0) if slopes else np.zeros(3)), 0
+
+    def _span_around(self, events: Events, t_ref_ns: int, half_span_s: float) -> Events:
+        """The window's events within ``half_span_s`` (s) of ``t_ref_ns``, widened to at least
+        ``min_check_events`` events around it."""
+        half_span_ns = half_span_s * 1e9
         first = int(np.searchsorted(events.t, t_ref_ns - half_span_ns))
         last = int(np.searchsorted(events.t, t_ref_ns + half_span_ns, side="right"))
         count = len(events)
-        wanted = min(max(settings.min_check_events, settings.min_events), count)
+        wanted = min(max(self.settings.min_check_events, self.settings.min_events), count)
         if last - first < wanted:
-            centre = int(np.searchsorted(events.t, t_ref_ns))
-            first = min(max(0, centre - wanted // 2), count - wanted)
+            first = min(max(0, int(np.searchsorted(events.t, t_ref_ns)) - wanted // 2), count - wanted)
             last = first + wanted
-        if last - first >= count:
-            return None, evaluations
-        return events[first:last], evaluations
+        return events[first:last]
 
-    def _acceleration_within(self, events: Events, omega: np.ndarray) -> tuple[float, int]:
-        """Angular acceleration (rad/s^2) measured inside a window that has no previous
+    def _acceleration_within(self, events: Events, omega: np.ndarray) -> tuple[np.ndarray, int]:
+        """Angular acceleration (3,) rad/s^2 measured inside a window that has no previous
         estimates to compare with (a cold start): its two halves solved from ``omega``, the
         change of their estimates over the time between their reference times (0 when they
         differ by no more than ``max_change_in_window_rad_s``: each half has half the events,
@@ -412,7 +418,7 @@ class AngularVelocityEstimator:
         evaluations spent. Leaves the objective holding the second half."""
         half = len(events) // 2
         if half < self.settings.min_events:
-            return 0.0, 0
+            return np.zeros(3), 0
         estimates, evaluations = [], 0
         for part in (events[:half], events[half:]):
             t_ref = reference_time_ns(part, self.settings.t_ref)
@@ -422,11 +428,10 @@ class AngularVelocityEstimator:
             evaluations += solution.evaluations
         (t0, omega0), (t1, omega1) = estimates
         if t1 <= t0 or not (np.all(np.isfinite(omega0)) and np.all(np.isfinite(omega1))):
-            return 0.0, evaluations
-        change = float(np.linalg.norm(omega1 - omega0))
-        if change <= self.settings.max_change_in_window_rad_s:
-            return 0.0, evaluations  # the halves agree within the limit: noise, not acceleration
-        return change / ((t1 - t0) * 1e-9), evaluations
+            return np.zeros(3), evaluations
+        if np.linalg.norm(omega1 - omega0) <= self.settings.max_change_in_window_rad_s:
+            return np.zeros(3), evaluations  # the halves agree within the limit: noise, not acceleration
+        return (omega1 - omega0) / ((t1 - t0) * 1e-9), evaluations
 
     def _recover(self, events: Events, t_ref_ns: int, start: np.ndarray) -> list["_Solution"]:
         """Coarse to fine: solve the middle 1/k of the window (its shorter span widens the
