@@ -60,8 +60,9 @@ class AngularVelocitySettings:
     the last ``doubt_history`` accepted windows' (a wrong optimum barely sharpens the image).
     It is then solved again coarse to fine: first on the middle 1/``recovery_sub_window`` of
     its events (a shorter time span widens the basin of the optimum), from the warm start and
-    from 0, then on the whole window from the better of the two; the higher focus wins. When
-    the second solve confirms the first (within ``agreement_rad_s``) the window is fine (e.g.
+    from 0, then on the whole window from the better of the two; the higher focus wins (among
+    estimates within ``max_angular_velocity``). When the second solve confirms the first
+    (within ``agreement_rad_s``) the window is fine (e.g.
     omega crossing zero, where no motion means little gain); when they disagree and the
     winner is still doubtful, the window is reported degenerate instead of published.
     max_change_in_window_rad_s: the constant-velocity check. The warp assumes omega constant
@@ -70,7 +71,8 @@ class AngularVelocitySettings:
     a cold window, measured on its two halves) times the window's time span predicts omega to
     change by more than this (rad/s) within the window, the window is solved again with the
     warp of constant angular acceleration alpha (omega(t) = omega + alpha (t - t_ref), omega
-    still the estimate at t_ref; the estimate's ``angular_acceleration``). 0 = off.
+    still the estimate at t_ref; the estimate's ``angular_acceleration``), kept when its IWE
+    is sharper than the constant-velocity estimate's on the same events. 0 = off.
     max_change_with_acceleration_rad_s: when even that predicted change exceeds this (rad/s),
     the acceleration is not constant over the window either (oscillations at a few Hz), so the
     accelerated solve uses only the events within the span around t_ref over which omega
@@ -286,28 +288,15 @@ class AngularVelocityEstimator:
             for candidate in self._recover(events, t_ref_ns, start):
                 evaluation_count += candidate.evaluations
                 disagreement = max(disagreement, float(np.linalg.norm(candidate.omega - solution.omega)))
-                if candidate.score > solution.score:
+                if candidate.score > solution.score and self._plausible(candidate.omega):
                     solution = candidate
             improvement = self._improvement(solution.score, score_at_zero)
         angular_acceleration = None
         if settings.max_change_in_window_rad_s > 0 and math.isfinite(solution.score) \
                 and np.all(np.isfinite(solution.omega)):
-            cold_check = not self._history  # measures the acceleration on the window's halves
-            acceleration, check_evaluations = self._recent_acceleration(events, t_ref_ns, solution.omega)
+            solution, angular_acceleration, check_evaluations = self._check_constant_velocity(
+                events, t_ref_ns, solution)
             evaluation_count += check_evaluations
-            if cold_check:
-                self.objective.set_events(events, t_ref_ns, int(events.t[0]))
-            duration_s = (int(events.t[-1]) - int(events.t[0])) * 1e-9
-            predicted_change = float(np.linalg.norm(acceleration)) * duration_s
-            if predicted_change > settings.max_change_in_window_rad_s:
-                limit = settings.max_change_with_acceleration_rad_s
-                if limit > 0 and predicted_change > limit:
-                    shorter = self._span_around(events, t_ref_ns, 0.5 * duration_s * limit / predicted_change)
-                    self.objective.set_events(shorter, t_ref_ns, int(shorter.t[0]))
-                self.objective.compensate_angular_acceleration(acceleration, solution.omega)
-                solution = self._solve(solution.omega)
-                evaluation_count += solution.evaluations
-                angular_acceleration = acceleration
         omega, result, final = solution.omega, solution.result, solution.final
         score = solution.score
         message = result.message
@@ -337,6 +326,11 @@ class AngularVelocityEstimator:
                               final.kept, final.dropped, converged=result.converged,
                               degenerate=degenerate, message=message, improvement=improvement,
                               recovered=recovered, angular_acceleration=angular_acceleration)
+
+    def _plausible(self, omega: np.ndarray) -> bool:
+        """Finite and within ``max_angular_velocity``: a second solve that wanders beyond it
+        found a spurious optimum of the loss (weak losses have them far out), not a better one."""
+        return bool(np.all(np.isfinite(omega)) and np.linalg.norm(omega) <= self.settings.max_angular_velocity)
 
     @staticmethod
     def _improvement(score: float, score_at_zero: float) -> float:
@@ -378,6 +372,44 @@ class AngularVelocityEstimator:
         omega = np.asarray(result.x, dtype=np.float64)
         final = evaluate(omega, with_gradient=False)
         return _Solution(omega, sign * final.value, score_at_start, result, final, len(evaluated))
+
+    def _check_constant_velocity(self, events: Events, t_ref_ns: int,
+                                 solution: "_Solution") -> tuple["_Solution", np.ndarray | None, int]:
+        """The constant-velocity check (``max_change_in_window_rad_s``): when the recent
+        angular acceleration predicts omega to change too much within the window, solve it
+        again with that acceleration (on a shorter span around t_ref beyond
+        ``max_change_with_acceleration_rad_s``). The accelerated solution is kept only when its
+        IWE is sharper than the constant-velocity estimate's on the same events (a wrong
+        acceleration, e.g. from the noisy halves of a cold window of a weak loss, blurs it).
+        Returns the solution, the acceleration it used (None: the constant-velocity one
+        stands) and the objective evaluations spent; leaves the objective holding the
+        window the returned solution belongs to."""
+        settings = self.settings
+        cold = not self._history  # the acceleration is measured on the window's halves
+        acceleration, evaluations = self._recent_acceleration(events, t_ref_ns, solution.omega)
+        duration_s = (int(events.t[-1]) - int(events.t[0])) * 1e-9
+        predicted_change = float(np.linalg.norm(acceleration)) * duration_s
+        if predicted_change <= settings.max_change_in_window_rad_s:
+            if cold:
+                self.objective.set_events(events, t_ref_ns, int(events.t[0]))
+            return solution, None, evaluations
+        span = events
+        limit = settings.max_change_with_acceleration_rad_s
+        if limit > 0 and predicted_change > limit:
+            span = self._span_around(events, t_ref_ns, 0.5 * duration_s * limit / predicted_change)
+        if cold or len(span) < len(events):
+            self.objective.set_events(span, t_ref_ns, int(span.t[0]))
+        score_constant = solution.score
+        if len(span) < len(events):
+            score_constant = self.loss.sign * self.objective.value(solution.omega)
+            evaluations += 1
+        self.objective.compensate_angular_acceleration(acceleration, solution.omega)
+        accelerated = self._solve(solution.omega)
+        evaluations += accelerated.evaluations
+        if accelerated.score > score_constant and self._plausible(accelerated.omega):
+            return accelerated, acceleration, evaluations
+        self.objective.set_events(events, t_ref_ns, int(events.t[0]))
+        return solution, None, evaluations
 
     def _recent_acceleration(self, events: Events, t_ref_ns: int, omega: np.ndarray) -> tuple[np.ndarray, int]:
         """The angular acceleration (3,) rad/s^2 this window's estimate ``omega`` and the last
