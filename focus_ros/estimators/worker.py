@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import threading
@@ -541,6 +542,7 @@ class EstimatorRunner:
         self._stale = True                # the engine must be (re)configured before the next job
         self._reset_due = False           # the warm start must be forgotten before the next job
         self._configuring = False         # the thread is (re)configuring the engine: no job goes in
+        self._died: WorkerDied | None = None  # noticed while submitting: the thread restarts the worker
         self._pending: deque = deque()    # jobs waiting for the engine
         self._submitted: deque = deque()  # handed to the engine: (job, submit time)
         self.counts = dict(completed=0, estimated=0, dropped=0, lost=0, failed=0, restarts=0)
@@ -647,7 +649,8 @@ class EstimatorRunner:
 
     # ----------------------------------------------------------------- the runner's thread
     def _ready(self) -> bool:
-        return (self._engine is not None and not self._stale and not self._reset_due and not self._configuring)
+        return (self._engine is not None and not self._stale and not self._reset_due and not self._configuring
+                and self._died is None)
 
     def _submit_pending(self) -> None:
         """Hand waiting jobs to the engine while it has room (lock held)."""
@@ -659,8 +662,13 @@ class EstimatorRunner:
             job = self._pending[0]
             if not engine.fits(len(job.events)):
                 return  # the runner's thread grows the shared slots
+            try:
+                engine.submit(job.events, images=self._images_wanted(), skippable=skippable, extra=job.extra)
+            except WorkerDied as error:  # maybe in the caller's thread: the runner's thread restarts it
+                self._died = error
+                self._lock.notify_all()
+                return
             self._pending.popleft()
-            engine.submit(job.events, images=self._images_wanted(), skippable=skippable, extra=job.extra)
             self._submitted.append((job, time.monotonic()))
 
     def _feed_large_job(self) -> None:
@@ -689,12 +697,18 @@ class EstimatorRunner:
             with self._lock:
                 engine = self._engine
                 if engine is None or engine.in_flight == 0:
-                    self._lock.wait_for(lambda: not self._running or self._pending or self._reset_due or
+                    self._lock.wait_for(lambda: not self._running or (self._pending and self._ready()) or self._reset_due or
+                                        self._died is not None or
                                         (self._engine is not None and self._engine.in_flight > 0) or
                                         (self._config is not None and (self._stale or self._engine is None)),
                                         timeout=0.5)
                 if not self._running:
                     return
+                died, self._died = self._died, None
+            if died is not None:
+                self._restart(died)
+                continue
+            with self._lock:
                 configure = (self._stale or self._engine is None) and self._config is not None
                 reset = self._reset_due
                 self._stale = self._stale and not configure
@@ -782,16 +796,21 @@ class EstimatorRunner:
             self._submitted.clear()
             self.counts["lost"] += lost
             self.counts["restarts"] += 1
+            self._configuring = True  # no job goes in before the new worker is configured
         self._logger.error(f"{error}: restarting it ({lost} {self.unit}(s) in progress lost, warm start reset)")
         try:
             self._engine.restart()
             self._logger.info(f"estimator running in process {self._engine.pid}")
+            with self._lock:
+                self._configuring = False
+                self._submit_pending()
         except (WorkerDied, OSError) as again:
             self._logger.error(f"could not restart the estimator process: {again}; retrying in 1 s")
             self._engine.close()
             with self._lock:
                 self._engine = None
                 self._stale = True
+                self._configuring = False
             time.sleep(1.0)
 
 
@@ -838,6 +857,8 @@ def serve(read_fd: int, write_fd: int) -> None:
     """The worker's loop: answer commands in order until "stop" or the parent goes away. An
     estimate marked skippable is skipped (answered "skipped") when a newer estimate is
     already queued behind it with no other command in between."""
+    # Ctrl-C reaches the whole process group: the parent decides when this worker ends
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:  # OpenCV (the spatial losses' filters) on one thread too: small images, busy cores
         import cv2
         cv2.setNumThreads(1)
