@@ -111,3 +111,59 @@ def test_pipelined_windows_come_back_in_order_and_stale_ones_are_skipped(worker,
     worker.submit(windows[1], skippable=True)
     results = [worker.collect() for _ in range(3)]
     assert [result.estimate is None for result in results] == [False, True, False]
+
+
+def test_flow_and_depth_kinds_give_in_the_process_what_their_estimators_give_here():
+    """The other two kinds through the same process: optical flow (windows, warm start carried)
+    and depth (a keyframe's events through the shared slots, grown from 5,000 events to the
+    keyframe's; its poses pickled beside them). Same code, same inputs: identical results,
+    pictures included."""
+    from flow_scenes import translating_dots
+
+    from focus_ros.depth.pictures import depth_picture, event_image
+    from focus_ros.estimators.depth import DepthEstimator, DepthSettings
+    from focus_ros.estimators.optical_flow import OpticalFlowEstimator, OpticalFlowSettings
+    from focus_ros.flow_visualization import compensated_image, flow_arrows_image
+    from focus_ros.poses import Trajectory
+    from focus_ros.sources.simulator import simulate_preset
+
+    calibration = Calibration.davis240c()
+    settings = OpticalFlowSettings(min_events_per_patch=100)
+    events = translating_dots(np.array([120.0, -90.0]), dots=1500, events=75_000, duration_s=0.04)
+    windows = [events[:30_000], events[30_000:60_000]]
+    local = OpticalFlowEstimator(calibration.width, calibration.height, settings)
+    flow = EstimatorProcess(calibration, settings, kind="optical_flow", capacity_events=5000)
+    try:
+        for index, window in enumerate(windows):
+            expected = local.estimate(window)
+            result = flow.estimate(window, images=index == 1)
+            np.testing.assert_array_equal(result.estimate.flow, expected.flow)
+            np.testing.assert_array_equal(result.estimate.reason, expected.reason)
+        assert np.isfinite(expected.flow).sum() > 100
+        np.testing.assert_array_equal(result.images[0], flow_arrows_image(compensated_image(local, expected),
+                                                                          expected))
+    finally:
+        flow.close()
+
+    recording = simulate_preset("slider", duration_s=0.4, seed=2)
+    trajectory = Trajectory.from_poses(recording.poses)
+    depth_settings = DepthSettings()
+    local = DepthEstimator(recording.calibration, depth_settings)
+    expected = local.estimate(recording.events, trajectory)
+    assert expected.point_count > 1000 and len(recording.events) > 100_000
+    depth = EstimatorProcess(recording.calibration, depth_settings, kind="depth", capacity_events=5000)
+    try:
+        result = depth.estimate(recording.events, images=True, extra=trajectory)
+    finally:
+        depth.close()
+    keyframe = result.estimate
+    assert keyframe.t_ref_ns == expected.t_ref_ns and keyframe.event_count == len(recording.events)
+    np.testing.assert_array_equal(keyframe.depth_m, expected.depth_m)
+    np.testing.assert_array_equal(keyframe.points_world, expected.points_world)
+    np.testing.assert_array_equal(result.images[0], depth_picture(expected.depth_m, event_image(local.dsi.votes),
+                                                                  depth_settings.z_min_m, depth_settings.z_max_m))
+
+
+def test_unknown_kind_is_refused_with_the_known_ones():
+    with pytest.raises(ValueError, match="kind 'sharpness' is not one of: angular_velocity, optical_flow, depth"):
+        InlineEstimator(Calibration.davis240c(), real_time_settings(), kind="sharpness")
