@@ -503,6 +503,23 @@ class Job:
     received_s: float = float("nan")
 
 
+class PictureRate:
+    """Says whether the next job should bring its pictures back: only while ``watched()`` (someone
+    subscribes) and at most ``rate_hz()`` times a second (0 = never). For EstimatorRunner's
+    ``images_wanted``."""
+
+    def __init__(self, rate_hz: Callable[[], float], watched: Callable[[], bool]):
+        self._rate_hz, self._watched = rate_hz, watched
+        self._last_s = float("-inf")
+
+    def __call__(self) -> bool:
+        rate, now = self._rate_hz(), time.monotonic()
+        if rate <= 0 or now - self._last_s < 1.0 / rate or not self._watched():
+            return False
+        self._last_s = now
+        return True
+
+
 class EstimatorRunner:
     """One estimator kind run for a node: a thread of its own keeps the engine (an
     :class:`EstimatorProcess`, or an :class:`InlineEstimator` when ``in_process`` is false)

@@ -33,10 +33,8 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
 from dataclasses import replace
 
-import numpy as np
 import rclpy
 import rclpy.executors
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
@@ -48,7 +46,7 @@ from focus_ros.camera import Calibration
 from focus_ros.estimators.angular_velocity import (ROTATION_WARPS, T_REF_CHOICES, WARM_STARTS,
                                                    AngularVelocityEstimator, AngularVelocitySettings,
                                                    degeneracy_of, real_time_settings)
-from focus_ros.estimators.worker import EstimatorRunner, Job
+from focus_ros.estimators.worker import EstimatorRunner, Job, PictureRate
 from focus_ros.iwe import KERNELS
 from focus_ros.losses import LOSSES, get_loss
 from focus_ros.optimize import OPTIMIZERS
@@ -126,7 +124,6 @@ class AngularVelocityNode(FocusNode):
         self._lock = threading.Lock()
         self._calibration: Calibration | None = None
         self._windows = None               # CountWindowCutter or DurationWindowCutter, once configured
-        self._last_image_time = 0.0
         self._settings_changed = False
         self._stats = dict(windows_processed=0, degenerate_windows=0, last_iterations=0,
                            last_focus_gain=float("nan"))
@@ -146,7 +143,9 @@ class AngularVelocityNode(FocusNode):
             max_pending=lambda: (1 if self.get_parameter("queue_policy").value == "newest"
                                  else self.get_parameter("max_pending_windows").value),
             skippable=lambda: self.get_parameter("queue_policy").value == "newest",
-            images_wanted=self._images_wanted)
+            images_wanted=PictureRate(lambda: self.get_parameter("image_rate_hz").value,
+                                      lambda: any(publisher.get_subscription_count() > 0
+                                                  for publisher in self._image_publishers.values())))
         self._input = EventInput(self, self._on_events, self._on_calibration)
         self._warn_once = self._input.warn_once
         self.add_on_set_parameters_callback(self._on_set_parameters)
@@ -282,17 +281,6 @@ class AngularVelocityNode(FocusNode):
             for name, image in (("uncompensated", uncompensated), ("compensated", compensated)):
                 self._image_publishers[name].publish(messages.rgb_image(iwe_to_rgb(image, scale=scale), stamp,
                                                                         frame_id))
-
-    def _images_wanted(self) -> bool:
-        """True when IWE images are due (someone subscribes, image_rate_hz allows one now)."""
-        rate = self.get_parameter("image_rate_hz").value
-        now = time.monotonic()
-        if rate <= 0 or now - self._last_image_time < 1.0 / rate:
-            return False
-        if not any(publisher.get_subscription_count() > 0 for publisher in self._image_publishers.values()):
-            return False
-        self._last_image_time = now
-        return True
 
     # ----------------------------------------------------------------- diagnostics
     def _publish_diagnostics(self) -> None:

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
 
 import numpy as np
 import rclpy
@@ -43,7 +42,7 @@ from sensor_msgs.msg import Image
 from focus_ros.camera import Calibration
 from focus_ros.estimators.optical_flow import (APERTURE, FEW_EVENTS, FLAT, OUT_OF_RANGE, REASONS, T_REF_CHOICES, VALID,
                                                OpticalFlowEstimator, OpticalFlowSettings)
-from focus_ros.estimators.worker import EstimatorRunner, Job
+from focus_ros.estimators.worker import EstimatorRunner, Job, PictureRate
 from focus_ros.losses import LOSSES
 from focus_ros.ros import messages
 from focus_ros.ros.messages import diagnostic_level
@@ -119,7 +118,6 @@ class OpticalFlowNode(FocusNode):
         self._calibration: Calibration | None = None
         self._windows = None
         self._settings_changed = False
-        self._last_image_time = 0.0
         self._stats = dict(windows_processed=0, last_valid_share=float("nan"),
                            last_reasons=np.zeros(len(REASONS), dtype=np.int64))
         self._flow_publisher = self.create_publisher(Image, "optical_flow", 10)
@@ -131,7 +129,9 @@ class OpticalFlowNode(FocusNode):
             in_process=self.get_parameter("estimator_process").value, on_result=self._publish,
             logger=self.get_logger(), warn_once=lambda key, text: self._input.warn_once(key, text),
             unit="window", max_pending=lambda: 1 if newest() else self.get_parameter("max_pending_windows").value,
-            skippable=newest, images_wanted=self._images_wanted, name="focus_ros_flow")
+            skippable=newest, name="focus_ros_flow",
+            images_wanted=PictureRate(lambda: self.get_parameter("image_rate_hz").value,
+                                      lambda: self._image_publisher.get_subscription_count() > 0))
         self._input = EventInput(self, self._on_events, self._on_calibration)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.create_timer(1.0, self._publish_diagnostics)
@@ -224,15 +224,6 @@ class OpticalFlowNode(FocusNode):
             self._stats["last_reasons"] = np.bincount(estimate.reason[with_events], minlength=len(REASONS))
         if result.images is not None:  # arrows over the compensated image, drawn where the estimator ran
             self._image_publisher.publish(messages.rgb_image(result.images[0], stamp, frame_id))
-
-    def _images_wanted(self) -> bool:
-        """True when a flow picture is due (someone subscribes, image_rate_hz allows one now)."""
-        rate = self.get_parameter("image_rate_hz").value
-        now = time.monotonic()
-        if rate <= 0 or now - self._last_image_time < 1.0 / rate or not self._image_publisher.get_subscription_count():
-            return False
-        self._last_image_time = now
-        return True
 
     # ----------------------------------------------------------------- diagnostics
     def _publish_diagnostics(self) -> None:
