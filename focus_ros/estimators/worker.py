@@ -714,8 +714,8 @@ class EstimatorRunner:
             with self._lock:
                 engine = self._engine
                 if engine is None or engine.in_flight == 0:
-                    self._lock.wait_for(lambda: not self._running or (self._pending and self._ready()) or self._reset_due or
-                                        self._died is not None or
+                    self._lock.wait_for(lambda: not self._running or (self._pending and self._ready()) or
+                                        self._reset_due or self._died is not None or
                                         (self._engine is not None and self._engine.in_flight > 0) or
                                         (self._config is not None and (self._stale or self._engine is None)),
                                         timeout=0.5)

@@ -51,7 +51,6 @@ from focus_ros.iwe import KERNELS
 from focus_ros.losses import LOSSES, get_loss
 from focus_ros.optimize import OPTIMIZERS
 from focus_ros.ros import messages
-from focus_ros.ros.messages import diagnostic_level
 from focus_ros.ros.entry_point import run_node
 from focus_ros.ros.event_input import EventBatch, EventInput, descriptor
 from focus_ros.ros.parameters import FocusNode
@@ -291,7 +290,7 @@ class AngularVelocityNode(FocusNode):
                                   hardware_id=frame_id_or(self._input.frame_id))
         problem = ("error", "no calibration (camera_info or parameters)") \
             if inputs["calibration_source"] == "none" else self._runner.health()
-        status.level, status.message = diagnostic_level(problem, "estimating")
+        status.level, status.message = messages.diagnostic_level(problem, "estimating")
         # the runner's counts (processed_ratio: windows estimated, published or found degenerate,
         # per window completed) and medians over the windows since the previous report
         values = {

@@ -49,7 +49,6 @@ from focus_ros.estimators.worker import EstimatorRunner, Job
 from focus_ros.events import NANOSECONDS_PER_SECOND, Events
 from focus_ros.poses import PoseError, Trajectory, pose_matrix, quaternion_to_matrix
 from focus_ros.ros import depth_messages, messages
-from focus_ros.ros.messages import diagnostic_level
 from focus_ros.ros.entry_point import run_node
 from focus_ros.ros.event_input import EventBatch, EventInput, descriptor
 from focus_ros.ros.parameters import FocusNode
@@ -468,9 +467,11 @@ class DepthNode(FocusNode):
             self._input.warn_once("pose_problem:" + pose_problem.split(" ")[1], pose_problem)
         input_values = self._input.diagnostics()
         status = DiagnosticStatus(name=f"{self.get_name()}: depth", hardware_id=self._input.frame_id or "event_camera")
-        problem = (("error", "no calibration (camera_info or parameters)") if input_values["calibration_source"] == "none"
-                   else ("warn", pose_problem) if pose_problem else self._runner.health())
-        status.level, status.message = diagnostic_level(problem, "estimating depth")
+        if input_values["calibration_source"] == "none":
+            problem = ("error", "no calibration (camera_info or parameters)")
+        else:
+            problem = ("warn", pose_problem) if pose_problem else self._runner.health()
+        status.level, status.message = messages.diagnostic_level(problem, "estimating depth")
         values = {
             **input_values,
             **self._runner.diagnostic_values(),

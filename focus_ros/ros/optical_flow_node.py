@@ -45,7 +45,6 @@ from focus_ros.estimators.optical_flow import (APERTURE, FEW_EVENTS, FLAT, OUT_O
 from focus_ros.estimators.worker import EstimatorRunner, Job, PictureRate
 from focus_ros.losses import LOSSES
 from focus_ros.ros import messages
-from focus_ros.ros.messages import diagnostic_level
 from focus_ros.ros.entry_point import run_node
 from focus_ros.ros.event_input import EventBatch, EventInput, descriptor
 from focus_ros.ros.parameters import FocusNode
@@ -233,7 +232,7 @@ class OpticalFlowNode(FocusNode):
         status = DiagnosticStatus(name=f"{self.get_name()}: optical flow", hardware_id=self._input.frame_id or "event_camera")
         problem = ("error", "no sensor size (camera_info or parameters)") \
             if inputs["calibration_source"] == "none" else self._runner.health()
-        status.level, status.message = diagnostic_level(problem, "estimating")
+        status.level, status.message = messages.diagnostic_level(problem, "estimating")
         values = {**inputs, **self._runner.diagnostic_values(), "windows_processed": stats["windows_processed"],
                   "valid_patch_share": stats["last_valid_share"],
                   **{f"patches_{REASON_KEYS[code]}": int(count) for code, count in enumerate(stats["last_reasons"])}}
