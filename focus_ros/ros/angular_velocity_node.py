@@ -124,8 +124,8 @@ class AngularVelocityNode(FocusNode):
         self._calibration: Calibration | None = None
         self._windows = None               # CountWindowCutter or DurationWindowCutter, once configured
         self._settings_changed = False
-        self._stats = dict(windows_processed=0, degenerate_windows=0, last_iterations=0,
-                           last_focus_gain=float("nan"))
+        self._stats = dict(windows_processed=0, degenerate_windows=0, windows_recovered=0, windows_accelerated=0,
+                           last_iterations=0, last_focus_gain=float("nan"))
 
         self._twist_publisher = self.create_publisher(TwistStamped, "angular_velocity", 10)
         self._image_publishers = {
@@ -257,6 +257,9 @@ class AngularVelocityNode(FocusNode):
         estimate = result.estimate
         frame_id = self.get_parameter("frame_id").value or self._input.frame_id
         stamp = messages.time_from_ns(estimate.t_ref_ns)
+        with self._lock:  # re-solved as doubtful optima / with an angular acceleration (estimator checks)
+            self._stats["windows_recovered"] += int(estimate.recovered)
+            self._stats["windows_accelerated"] += int(estimate.angular_acceleration is not None)
         if estimate.degenerate:
             with self._lock:
                 self._stats["degenerate_windows"] += 1
@@ -298,6 +301,8 @@ class AngularVelocityNode(FocusNode):
             **self._runner.diagnostic_values(),
             "windows_processed": stats["windows_processed"],
             "degenerate_windows": stats["degenerate_windows"],
+            "windows_recovered": stats["windows_recovered"],
+            "windows_accelerated": stats["windows_accelerated"],
             "iterations": stats["last_iterations"],
             "focus_gain": stats["last_focus_gain"],
         }
