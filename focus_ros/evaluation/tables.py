@@ -150,53 +150,45 @@ def markdown_summary(rows: list[TableRow], modes=POLARITY_MODES) -> str:
     return "\n".join(lines) + "\n"
 
 
-def markdown_details(rows: list[TableRow], modes=POLARITY_MODES) -> str:
-    """The paper's Tables 6-7 layout: per mode, RMS error per axis, μ, σ, RMS (deg/s), % of peak."""
-    grouped = _by_loss(rows)
+def _statistics_table(rows: list[TableRow], modes, columns: list[str], cells_of) -> str:
+    """One line per loss, for each mode the ``columns`` (headings, suffixed with the mode) filled
+    by ``cells_of(statistics)`` (a list of strings, or None for "-")."""
     header = ["Focus loss"]
     for mode in modes:
-        heading = POLARITY_HEADINGS[mode]
-        header += [f"ω_x {heading}", f"ω_y {heading}", f"ω_z {heading}", f"μ {heading}", f"σ {heading}",
-                   f"RMS {heading}", f"% peak {heading}", f"windows {heading}"]
+        header += [f"{column} {POLARITY_HEADINGS[mode]}" for column in columns]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" + "---:|" * (len(header) - 1)]
-    for loss, by_mode in grouped.items():
+    for by_mode in _by_loss(rows).values():
         cells = [next(iter(by_mode.values())).title]
         for mode in modes:
             row = by_mode.get(mode)
             statistics = row.statistics if row is not None and row.status == "ok" else None
-            if statistics is None:
-                cells += ["-"] * 8
-                continue
-            cells += [_cell(v) for v in statistics.rms_per_axis]
-            cells += [_cell(statistics.mean), _cell(statistics.std), _cell(statistics.rms),
-                      _cell(statistics.rms_percent_of_peak), f"{statistics.used}/{statistics.windows}"]
+            filled = cells_of(statistics) if statistics is not None else None
+            cells += filled if filled is not None else ["-"] * len(columns)
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def markdown_details(rows: list[TableRow], modes=POLARITY_MODES) -> str:
+    """The paper's Tables 6-7 layout: per mode, RMS error per axis, μ, σ, RMS (deg/s), % of peak."""
+    def cells(statistics):
+        return ([_cell(v) for v in statistics.rms_per_axis]
+                + [_cell(statistics.mean), _cell(statistics.std), _cell(statistics.rms),
+                   _cell(statistics.rms_percent_of_peak), f"{statistics.used}/{statistics.windows}"])
+
+    return _statistics_table(rows, modes, ["ω_x", "ω_y", "ω_z", "μ", "σ", "RMS", "% peak", "windows"], cells)
 
 
 def markdown_distribution(rows: list[TableRow], modes=POLARITY_MODES) -> str:
     """Per-window error distribution per mode: median, 90th percentile and maximum of |e_w|
     (deg/s), max / median and the windows above 5x the median."""
-    grouped = _by_loss(rows)
-    header = ["Focus loss"]
-    for mode in modes:
-        heading = POLARITY_HEADINGS[mode]
-        header += [f"median {heading}", f"p90 {heading}", f"max {heading}", f"max/median {heading}",
-                   f"> 5x median {heading}"]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" + "---:|" * (len(header) - 1)]
-    for loss, by_mode in grouped.items():
-        cells = [next(iter(by_mode.values())).title]
-        for mode in modes:
-            row = by_mode.get(mode)
-            statistics = row.statistics if row is not None and row.status == "ok" else None
-            if statistics is None or not math.isfinite(statistics.median_norm):
-                cells += ["-"] * 5
-                continue
-            ratio = statistics.max_norm / statistics.median_norm if statistics.median_norm > 0 else math.inf
-            cells += [_cell(statistics.median_norm), _cell(statistics.p90_norm), _cell(statistics.max_norm, 1),
-                      _cell(ratio, 1), str(statistics.above_5x_median)]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    def cells(statistics):
+        if not math.isfinite(statistics.median_norm):
+            return None
+        ratio = statistics.max_norm / statistics.median_norm if statistics.median_norm > 0 else math.inf
+        return [_cell(statistics.median_norm), _cell(statistics.p90_norm), _cell(statistics.max_norm, 1),
+                _cell(ratio, 1), str(statistics.above_5x_median)]
+
+    return _statistics_table(rows, modes, ["median", "p90", "max", "max/median", "> 5x median"], cells)
 
 
 def markdown_estimates(rows: list[TableRow], modes=POLARITY_MODES) -> str:
