@@ -93,6 +93,7 @@ def subscribe(mode: str, expected: int) -> int:
     import rclpy
     from dvs_msgs.msg import EventArray
     from rclpy.executors import SingleThreadedExecutor
+    from rclpy.task import Future
     from rclpy.parameter import Parameter
     from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
@@ -131,15 +132,20 @@ def subscribe(mode: str, expected: int) -> int:
         event_input = EventInput(node, on_events)
     executor = SingleThreadedExecutor()
     executor.add_node(node)
-    print("ready", flush=True)
-    while True:
-        executor.spin_once(timeout_sec=0.1)
+    done = Future()
+    started = time.monotonic()
+
+    def check_done():  # spun as rclpy.spin spins a node (no timeout per spin); this timer ends it
         if mode == "input":
             state["messages"] = event_input.diagnostics()["messages_received"]
-        if state["messages"] >= expected or (state["first_cpu"] is not None and time.monotonic() - state["last"] > 3):
-            break
-        if state["first_cpu"] is None and time.monotonic() - state["last"] > 30:
-            break
+        idle = time.monotonic() - state["last"]
+        if (state["messages"] >= expected or (state["first_cpu"] is not None and idle > 3)
+                or (state["first_cpu"] is None and time.monotonic() - started > 30)):
+            done.set_result(True)
+
+    node.create_timer(0.25, check_done)
+    print("ready", flush=True)
+    executor.spin_until_future_complete(done)
     cpu = time.thread_time() - (state["first_cpu"] or 0.0)
     wall = state["last"] - (state["first_wall"] or 0.0)
     print(json.dumps(dict(messages=state["messages"], windows=state["windows"], cpu_s=cpu, wall_s=wall)), flush=True)

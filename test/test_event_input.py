@@ -150,3 +150,27 @@ def _raw_event_array(events: Events) -> bytes:
     message.events = [Event(x=int(x), y=int(y), ts=Time(sec=int(t) // 10**9, nanosec=int(t) % 10**9),
                             polarity=bool(p > 0)) for x, y, t, p in zip(events.x, events.y, events.t, events.p)]
     return serialize_message(message)
+
+
+def test_a_burst_of_queued_messages_arrives_complete_and_in_order(ros):
+    """Messages queued while the executor was busy (here: not spinning) are taken several per
+    callback (MESSAGES_PER_CALLBACK): every one still arrives once, in order, one batch each,
+    malformed ones among them counted and skipped, as one at a time."""
+    from focus_ros.ros.event_input import MESSAGES_PER_CALLBACK
+
+    node, executor, make = ros
+    receiver = make(camera_info_timeout_s=0.0, qos_reliability="reliable",
+                    **{"calibration.width": 240, "calibration.height": 180, "calibration.fx": 200.0,
+                       "calibration.fy": 200.0, "calibration.cx": 120.0, "calibration.cy": 90.0})
+    publisher = connect(node, executor)
+    assert spin_until(executor, lambda: receiver.input.calibration is not None, 10.0)
+    count = 2 * MESSAGES_PER_CALLBACK + 5
+    events = synthetic_events(100 * count, 10**9)
+    for index in range(count):
+        message = transport.encode_event_array(events[100 * index:100 * (index + 1)], 180, 240, "cam")
+        publisher.publish(message[:20] if index == 7 else message)  # one truncated message in the burst
+    assert spin_until(executor, lambda: receiver.input.diagnostics()["messages_received"] == count - 1, 10.0)
+    assert len(receiver.batches) == count - 1
+    kept = np.r_[0:700, 800:100 * count]
+    assert Events.concatenate([b.events for b in receiver.batches]).equals(events[kept])
+    assert receiver.input.diagnostics()["malformed_messages"] == 1
