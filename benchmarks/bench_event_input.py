@@ -10,10 +10,12 @@ message is CPU the estimator process cannot have on a 2-core machine. Two measur
    ``CountWindowCutter.push`` (30,000-event windows).
 2. Through ROS 2: a subscriber process (a real rclpy node, SingleThreadedExecutor) and the
    driver-like publisher of ``bench_node.py`` (its own process, one message per ms, on
-   time, best effort). The subscriber's executor thread CPU per message received, with:
-   ``bare`` a raw subscription whose callback does nothing (rclpy's own cost: wait set,
-   take, dispatch), ``input`` the node's event input (:class:`focus_ros.ros.event_input.EventInput`:
-   take, decode, guard) feeding a ``CountWindowCutter`` as the angular velocity node does.
+   time, best effort). The subscriber process's CPU per message received (all its threads:
+   the executor's, DDS's, the input's own), with: ``bare`` a raw subscription whose callback
+   does nothing (rclpy's own cost: wait set, take, dispatch), ``input`` the node's event
+   input (:class:`focus_ros.ros.event_input.EventInput`: take, decode, guard) feeding a
+   ``CountWindowCutter`` as the angular velocity node does, on the executor's thread;
+   ``input-thread`` the same with ``EventInput(own_thread=True)`` (its own wait set, no executor).
 
     .venv/bin/python benchmarks/bench_event_input.py --runs 5
 
@@ -104,13 +106,13 @@ def subscribe(mode: str, expected: int) -> int:
     overrides = [Parameter(name, value=value) for name, value in (
         ("camera_info_timeout_s", 0.0), ("calibration.width", 240), ("calibration.height", 180),
         ("calibration.fx", 200.0), ("calibration.fy", 200.0), ("calibration.cx", 120.0), ("calibration.cy", 90.0))]
-    node = rclpy.create_node("bench_event_input", parameter_overrides=overrides if mode == "input" else [],
+    node = rclpy.create_node("bench_event_input", parameter_overrides=overrides if mode != "bare" else [],
                              cli_args=["--ros-args", "-r", "events:=/dvs/events"])
     cutter = CountWindowCutter(WINDOW_EVENTS)
 
     def first():
         if state["first_cpu"] is None:
-            state["first_cpu"], state["first_wall"] = time.thread_time(), time.monotonic()
+            state["first_cpu"], state["first_wall"] = time.process_time(), time.monotonic()
 
     if mode == "bare":
         def on_message(serialized):
@@ -129,14 +131,14 @@ def subscribe(mode: str, expected: int) -> int:
             state["windows"] += len(cutter.push(batch.events))
             state["last"] = time.monotonic()
 
-        event_input = EventInput(node, on_events)
+        event_input = EventInput(node, on_events, own_thread=mode == "input-thread")
     executor = SingleThreadedExecutor()
     executor.add_node(node)
     done = Future()
     started = time.monotonic()
 
     def check_done():  # spun as rclpy.spin spins a node (no timeout per spin); this timer ends it
-        if mode == "input":
+        if mode != "bare":
             state["messages"] = event_input.diagnostics()["messages_received"]
         idle = time.monotonic() - state["last"]
         if (state["messages"] >= expected or (state["first_cpu"] is not None and idle > 3)
@@ -146,7 +148,7 @@ def subscribe(mode: str, expected: int) -> int:
     node.create_timer(0.25, check_done)
     print("ready", flush=True)
     executor.spin_until_future_complete(done)
-    cpu = time.thread_time() - (state["first_cpu"] or 0.0)
+    cpu = time.process_time() - (state["first_cpu"] or 0.0)
     wall = state["last"] - (state["first_wall"] or 0.0)
     print(json.dumps(dict(messages=state["messages"], windows=state["windows"], cpu_s=cpu, wall_s=wall)), flush=True)
     node.destroy_node()
@@ -185,7 +187,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--messages", type=int, default=3000, help="messages per run through ROS 2 (1 per ms)")
     parser.add_argument("--skip-ros", action="store_true", help="only the in-process measurement")
-    parser.add_argument("--subscribe", choices=("bare", "input"), help=argparse.SUPPRESS)  # internal
+    parser.add_argument("--subscribe", choices=("bare", "input", "input-thread"), help=argparse.SUPPRESS)  # internal
     args = parser.parse_args()
     if args.subscribe:
         if os.environ.get("BENCH_PROFILE"):  # cProfile of the subscriber process into this file
@@ -202,18 +204,20 @@ def main() -> int:
         print(f"| {name} | {spread(values)} |", flush=True)
     if not args.skip_ros:
         print(f"\nThrough ROS 2: {len(messages)} messages at 1 kHz from the driver-like publisher process; the "
-              f"subscriber's executor thread, median (range) of {args.runs} runs\n\n"
+              f"subscriber process, median (range) of {args.runs} runs\n\n"
               "| subscriber | µs CPU per message | share of a core | messages received | publisher late ms (median) "
               "|\n|---|---:|---:|---:|---:|")
         with tempfile.TemporaryDirectory() as folder:
             path = Path(folder) / "messages.pickle"
             path.write_bytes(pickle.dumps(messages))
-            results = {"bare": [], "input": []}
+            results = {"bare": [], "input": [], "input-thread": []}
             for _ in range(args.runs):
                 for mode in results:  # alternating: both see the same load
                     results[mode].append(through_ros(mode, path, len(messages)))
         for mode, runs in results.items():
-            label = "bare raw subscription (rclpy alone)" if mode == "bare" else "EventInput + CountWindowCutter"
+            label = {"bare": "bare raw subscription (rclpy's executor alone)",
+                     "input": "EventInput + CountWindowCutter (the node's executor thread)",
+                     "input-thread": "EventInput(own_thread=True) + CountWindowCutter"}[mode]
             print(f"| {label} | {spread([r['us_per_message'] for r in runs])} | "
                   f"{spread([100 * r['core_share'] for r in runs], 0)} % | "
                   f"{spread([r['messages'] for r in runs], 0)} | "
