@@ -131,7 +131,7 @@ def subscribe(mode: str, expected: int) -> int:
             state["windows"] += len(cutter.push(batch.events))
             state["last"] = time.monotonic()
 
-        event_input = EventInput(node, on_events, own_thread=mode == "input-thread")
+        event_input = EventInput(node, on_events, **({"own_thread": True} if mode == "input-thread" else {}))
     executor = SingleThreadedExecutor()
     executor.add_node(node)
     done = Future()
@@ -187,6 +187,8 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--messages", type=int, default=3000, help="messages per run through ROS 2 (1 per ms)")
     parser.add_argument("--skip-ros", action="store_true", help="only the in-process measurement")
+    parser.add_argument("--modes", nargs="*", default=["bare", "input", "input-thread"],
+                        choices=("bare", "input", "input-thread"), help="subscribers to measure through ROS 2")
     parser.add_argument("--subscribe", choices=("bare", "input", "input-thread"), help=argparse.SUPPRESS)  # internal
     args = parser.parse_args()
     if args.subscribe:
@@ -210,7 +212,7 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as folder:
             path = Path(folder) / "messages.pickle"
             path.write_bytes(pickle.dumps(messages))
-            results = {"bare": [], "input": [], "input-thread": []}
+            results = {mode: [] for mode in args.modes}
             for _ in range(args.runs):
                 for mode in results:  # alternating: both see the same load
                     results[mode].append(through_ros(mode, path, len(messages)))
