@@ -235,29 +235,6 @@ def _check_no_trailing_bytes(reader: _FieldReader, what: str) -> None:
 # Event records -> Events
 
 
-def _events_from_records(records: list[np.ndarray], count: int, first_offset: int,
-                         width: int, height: int) -> Events:
-    """Concatenate structured record views into an Events batch, validating every field."""
-    x = np.empty(count, np.uint16)
-    y = np.empty(count, np.uint16)
-    seconds = np.empty(count, np.int64)
-    nanoseconds = np.empty(count, np.int64)
-    polarity = np.empty(count, np.uint8)
-    start = 0
-    for block in records:
-        stop = start + len(block)
-        x[start:stop] = block["x"]
-        y[start:stop] = block["y"]
-        seconds[start:stop] = block["sec"]
-        nanoseconds[start:stop] = block["nanosec"]
-        polarity[start:stop] = block["polarity"]
-        start = stop
-    _check_event_fields(x, y, nanoseconds, polarity, first_offset, width, height)
-    t = seconds * NANOSECONDS_PER_SECOND + nanoseconds
-    p = (polarity.view(np.int8) * 2 - 1).astype(np.int8, copy=False)
-    return Events(x, y, t, p)
-
-
 @numba.njit(cache=True, nogil=True)
 def _event_fields_kernel(column, row, seconds, nanoseconds, polarity, width, height, first, x, y, t, p):
     """One block of dvs_msgs ``Event`` records (its fields as strided views) -> x, y, t (ns),
@@ -276,34 +253,38 @@ def _event_fields_kernel(column, row, seconds, nanoseconds, polarity, width, hei
 
 def _decode_event_records(records: list[np.ndarray], count: int, first_offset: int, width: int,
                           height: int) -> Events:
-    """Events from structured views over ``count`` dvs_msgs ``Event`` records, validated
-    (EventDecodeError naming the first bad event): one compiled pass per block of records in
-    the machine's byte order, else :func:`_events_from_records`."""
-    if any(not block.dtype["x"].isnative for block in records):
-        return _events_from_records(records, count, first_offset, width, height)
+    """Events from structured views over ``count`` dvs_msgs ``Event`` records (one compiled
+    pass per block of records), validating every field: EventDecodeError naming the first
+    event out of range."""
     x = np.empty(count, np.uint16)
     y = np.empty(count, np.uint16)
     t = np.empty(count, np.int64)
     p = np.empty(count, np.int8)
     start = 0
     for block in records:
-        if _event_fields_kernel(block["x"], block["y"], block["sec"], block["nanosec"], block["polarity"], width,
-                                height, start, x, y, t, p) >= 0:
-            _events_from_records(records, count, first_offset, width, height)  # raises, naming the event
+        fields = [block[name] for name in ("x", "y", "sec", "nanosec", "polarity")]
+        if not block.dtype["x"].isnative:  # big-endian CDR: the kernel reads the machine's order
+            fields = [field.astype(field.dtype.newbyteorder("=")) for field in fields]
+        bad = _event_fields_kernel(*fields, width, height, start, x, y, t, p)
+        if bad >= 0:
+            column, row, _, nanoseconds, polarity = (field[bad] for field in fields)
+            _check_event_fields(np.array([column]), np.array([row]), np.array([nanoseconds]), np.array([polarity]),
+                                first_offset, width, height, first_index=start + bad)
         start += len(block)
     return Events(x, y, t, p)
 
 
 def _check_event_fields(x, y, nanoseconds, polarity, first_offset: int, width: int,
-                        height: int) -> None:
-    """Raise EventDecodeError for the first event with a field out of range."""
+                        height: int, first_index: int = 0) -> None:
+    """Raise EventDecodeError for the first event with a field out of range (events
+    numbered from first_index)."""
     if len(x) == 0:
         return
     bad = (x >= width) | (y >= height) | (nanoseconds >= NANOSECONDS_PER_SECOND) | (polarity > 1)
     if bad.any():
         index = int(np.argmax(bad))
         raise EventDecodeError(
-            f"malformed message: event {index} (records from byte offset {first_offset}) has "
+            f"malformed message: event {first_index + index} (records from byte offset {first_offset}) has "
             f"x={x[index]} y={y[index]} nanosec={nanoseconds[index]} polarity={polarity[index]} "
             f"outside sensor {width}x{height} px / nanosec < 1e9 / polarity in {{0, 1}}")
 
