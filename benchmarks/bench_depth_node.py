@@ -19,7 +19,11 @@ Per (events per keyframe, rate):
 - ms per keyframe: the estimator's time inside the node (its /diagnostics), beside the same
   estimator on the same keyframes in this process (offline, median of 2), under the same load.
 
+Each configuration runs with the node's estimator in a process of its own (``--estimator
+process``: ``estimator_process:=true``, the default) and in a thread of the node (``thread``).
+
     .venv/bin/python benchmarks/bench_depth_node.py [--rates 0.3 1.0] [--keyframe-events 1000000 300000] [--runs 3]
+        [--estimator process thread]
 """
 
 from __future__ import annotations
@@ -59,6 +63,9 @@ def parse_arguments(argv=None):
     parser.add_argument("--message-ms", type=float, default=33.0,
                         help="events per message, in ms at the chosen rate (default 33: the rpg DAVIS driver of "
                              "the dataset's bags; ros-event-camera drivers send 1)")
+    parser.add_argument("--estimator", nargs="+", choices=("process", "thread"), default=["process", "thread"],
+                        help="where the node runs the estimator: process (estimator_process true, the default) "
+                             "or thread (false); each given one is measured")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/focus_ros_bench_depth"))
     return parser.parse_args(argv)
 
@@ -110,7 +117,8 @@ def schedule(data: dict, rate_mev_s: float, message_ms: float):
     return items, native_rate
 
 
-def run_once(data, rate_mev_s: float, keyframe_events: int, workdir: Path, message_ms: float) -> dict:
+def run_once(data, rate_mev_s: float, keyframe_events: int, workdir: Path, message_ms: float,
+             estimator: str = "process") -> dict:
     env = ros_environment()
     # a domain outside the tests' 1-100, so that tests running beside the benchmark are not heard
     env["ROS_DOMAIN_ID"] = os.environ.get("FOCUS_ROS_BENCH_DOMAIN_ID", "101")
@@ -132,6 +140,7 @@ def run_once(data, rate_mev_s: float, keyframe_events: int, workdir: Path, messa
                            "-r", "pose:=/optitrack/davis", "-p", "qos_reliability:=reliable",
                            "-p", f"keyframe_events:={keyframe_events}",
                            "-p", "keyframe_flush_idle_s:=0.0", "-p", "max_pending_keyframes:=100",
+                           "-p", f"estimator_process:={'true' if estimator == 'process' else 'false'}",
                            "-p", "camera_info_timeout_s:=0.1"], env, workdir / "depth_node.log")
     try:
         assert spin_until(executor, lambda: reports and events_out.get_subscription_count() > 0
@@ -181,7 +190,7 @@ def run_once(data, rate_mev_s: float, keyframe_events: int, workdir: Path, messa
         for status in report.status:
             if "depth" in status.name:
                 values = {kv.key: kv.value for kv in status.values}
-    ms_per_keyframe = [float(v) for v in _report_values(reports, "ms_per_keyframe") if v == v]
+    ms_per_keyframe = [float(v) for v in _report_values(reports, "processing_ms_per_keyframe") if v == v]
     last_cloud_s = clouds[min(len(clouds), expected) - 1][0] - started if clouds and expected else float("nan")
     return dict(expected=expected, received=len(clouds), stream_s=stream_s, offered_kf_s=rate_mev_s * 1e6 / keyframe_events,
                 keyframes_s=min(len(clouds), expected) / last_cloud_s if expected else float("nan"),
@@ -232,18 +241,28 @@ def main(argv=None) -> int:
         offline[keyframe_events] = offline_ms_per_keyframe(data, keyframe_events)
         print(f"K {keyframe_events:,}: offline {offline[keyframe_events]:.0f} ms/keyframe", flush=True)
         for rate in args.rates:
-            results = [run_once(data, rate, keyframe_events, args.workdir, args.message_ms) for _ in range(args.runs)]
-            rows.append((keyframe_events, rate, results))
+            # the paths alternate run by run, so that both see the same moments of the machine's load
+            runs = {estimator: [] for estimator in args.estimator}
+            for _ in range(args.runs):
+                for estimator in args.estimator:
+                    runs[estimator].append(run_once(data, rate, keyframe_events, args.workdir, args.message_ms,
+                                                    estimator))
+                    r = runs[estimator][-1]
+                    print(f"K {keyframe_events:,} at {rate} Mev/s, {estimator}: {r['received']}/{r['expected']} "
+                          f"keyframes, latency median {r['latency_median_s']:.2f} s max {r['latency_max_s']:.2f} s, "
+                          f"{r['ms_per_keyframe']:.0f} ms/keyframe", flush=True)
+            for estimator, results in runs.items():
+                rows.append((keyframe_events, rate, estimator, results))
             r = results[-1]
             print(f"K {keyframe_events:,} at {rate} Mev/s: {r['received']}/{r['expected']} keyframes, "
                   f"{r['events_received']:,}/{r['events_sent']:,} events received, streamed in {r['stream_s']:.1f} s, "
                   f"latency median {r['latency_median_s']:.2f} s max {r['latency_max_s']:.2f} s, "
                   f"{r['ms_per_keyframe']:.0f} ms/keyframe", flush=True)
     print(f"\nload average at the end {os.getloadavg()[0]:.1f}\n")
-    print("| events/keyframe | rate (Mev/s) | keyframes published | events received | keyframes/s: sustained "
-          "(offered, capacity) | latency median (s) | latency max (s) | ms/keyframe in node (offline) |")
-    print("|---|---|---|---|---|---|---|---|")
-    for keyframe_events, rate, results in rows:
+    print("| events/keyframe | rate (Mev/s) | estimator | keyframes published | events received | keyframes/s: "
+          "sustained (offered, capacity) | latency median (s) | latency max (s) | ms/keyframe in node (offline) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for keyframe_events, rate, estimator, results in rows:
         def span(key, fmt):
             values = [r[key] for r in results]
             median = statistics.median(values)
@@ -251,7 +270,7 @@ def main(argv=None) -> int:
         received = "; ".join(f"{r['received']}/{r['expected']}" for r in results)
         events = "; ".join(f"{100 * r['events_received'] / r['events_sent']:.0f} %" for r in results)
         capacity = 1e3 / statistics.median(r["ms_per_keyframe"] for r in results)
-        print(f"| {keyframe_events:,} | {rate} | {received} | {events} | {span('keyframes_s', '{:.2f}')} "
+        print(f"| {keyframe_events:,} | {rate} | {estimator} | {received} | {events} | {span('keyframes_s', '{:.2f}')} "
               f"({results[0]['offered_kf_s']:.2f}, {capacity:.2f}) | {span('latency_median_s', '{:.2f}')} | "
               f"{span('latency_max_s', '{:.2f}')} | {span('ms_per_keyframe', '{:.0f}')} ({offline[keyframe_events]:.0f}) |")
     return 0

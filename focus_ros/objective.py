@@ -42,7 +42,8 @@ from focus_ros.events import NANOSECONDS_PER_SECOND, Events
 from focus_ros.iwe import (BILINEAR, KERNELS, VotingWorkArrays, WarpedEventImage, bilinear_cells, blur_image,
                            gather_bilinear_cells, gather_gaussian_points, gaussian_blur_kernel, gaussian_scratch_size,
                            vote_bilinear_cells, vote_gaussian_points)
-from focus_ros.warps import KERNEL_OPTIONS, PARAMETER_COUNT, WARP_MODELS, warp_gradient, warp_points
+from focus_ros.warps import (KERNEL_OPTIONS, PARAMETER_COUNT, WARP_MODELS, rotate_bearings_by_angular_acceleration,
+                             warp_gradient, warp_points)
 
 
 @numba.njit(**KERNEL_OPTIONS)
@@ -179,6 +180,18 @@ class Objective:
             self._bearing_lut_x, self._bearing_lut_y, self.width, self.use_polarity and not self.split_polarity,
             self.split_polarity, self.height * self.width, self.bearing_x, self.bearing_y, self.dt,
             self.timestamps, self.weights, self.plane_offset)
+
+    def compensate_angular_acceleration(self, angular_acceleration_rad_s2, angular_velocity_rad_s) -> None:
+        """Make the rotational warp at omega model omega(t) = omega + alpha (t - t_ref) for this
+        window, alpha (3,) rad/s^2, for omega near ``angular_velocity_rad_s`` (3,): each event's
+        bearing is turned once (:func:`~focus_ros.warps.rotate_bearings_by_angular_acceleration`).
+        Lasts until the next ``set_events``."""
+        if PARAMETER_COUNT[self.model] != 3:
+            raise ValueError("angular acceleration applies to the rotational warps, not to the flow warp")
+        alpha = np.asarray(angular_acceleration_rad_s2, dtype=np.float64).reshape(3)
+        omega = np.asarray(angular_velocity_rad_s, dtype=np.float64).reshape(3)
+        rotate_bearings_by_angular_acceleration(self.bearing_x, self.bearing_y, self.dt, *map(float, alpha),
+                                                *map(float, omega))
 
     def _allocate(self, count: int) -> None:
         """Per-event inputs (filled by ``prepare_events``) and work arrays for N events."""

@@ -241,6 +241,36 @@ def warp_events(model: int, bearings: np.ndarray, dt: np.ndarray, theta, fx: flo
     return points, jacobians[:, :, :count]
 
 
+@numba.njit(cache=True, nogil=True, fastmath=FASTMATH)
+def rotate_bearings_by_angular_acceleration(bearing_x, bearing_y, dt, ax, ay, az, wx, wy, wz):
+    """Turn each event's bearing (x/z, y/z) in place so that the rotational warp at omega
+    then follows omega(t) = omega + alpha (t - t_ref): alpha = (ax, ay, az) a constant angular
+    acceleration (rad/s^2), (wx, wy, wz) rad/s the angular velocity the warp will be evaluated
+    near, dt_k = t_k - t_ref (s).
+
+    The exact rotation from t_k to t_ref has the rotation vector (Magnus expansion)
+    omega dt + alpha dt^2 / 2 + (omega x alpha) dt^3 / 12 + O(dt^4); the warp composes
+    exp([omega dt]x) exp([phi_k]x) = exp([omega dt + phi_k + (omega dt) x phi_k / 2 + ...]x),
+    so phi_k = alpha dt^2 / 2 - (omega x alpha) dt^3 / 6. Tested against the finely integrated
+    rotation; with omega within about 1 rad/s of the one passed the residual stays well under
+    a pixel for 30-ms half-windows at 10 rad/s and 300 rad/s^2. The warps' Jacobians in omega
+    are unchanged (phi_k is held fixed)."""
+    cross_x, cross_y, cross_z = _cross(wx, wy, wz, ax, ay, az)
+    for k in range(bearing_x.shape[0]):
+        square = dt[k] * dt[k]
+        half_square, sixth_cube = 0.5 * square, square * dt[k] / 6.0
+        px = ax * half_square - cross_x * sixth_cube
+        py = ay * half_square - cross_y * sixth_cube
+        pz = az * half_square - cross_z * sixth_cube
+        a, b, _ = rodrigues_coefficients(px * px + py * py + pz * pz)
+        x, y = bearing_x[k], bearing_y[k]
+        cx, cy, cz = _cross(px, py, pz, x, y, 1.0)
+        ccx, ccy, ccz = _cross(px, py, pz, cx, cy, cz)
+        rx, ry, rz = x + a * cx + b * ccx, y + a * cy + b * ccy, 1.0 + a * cz + b * ccz
+        bearing_x[k] = rx / rz
+        bearing_y[k] = ry / rz
+
+
 def rotation_matrix(rotation_vector) -> np.ndarray:
     """exp([phi]x) for a rotation vector phi (rad), 3x3, with the same coefficients as the warp."""
     phi = np.asarray(rotation_vector, dtype=np.float64)

@@ -208,6 +208,9 @@ def test_bad_input_is_logged_once_and_good_data_still_estimated(ros):
     values = {kv.key: kv.value for kv in diagnostics[-1].status[0].values}
     assert int(values["malformed_messages"]) == 4
     assert int(values["windows_dropped"]) >= 1  # the burst held more windows than could be processed
+    # windows after the jump back start cold, and a cold window is always checked again
+    assert int(values["windows_recovered"]) >= 1
+    assert 0 <= int(values["windows_accelerated"]) <= int(values["windows_processed"])
 
 
 def _raw_event_array(events: Events, height: int, width: int) -> bytes:

@@ -405,3 +405,69 @@ def node_env(ros) -> dict:
     import os
 
     return {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+
+def _depth_values(reports, node_name: str) -> dict:
+    """The key/values of ``node_name``'s latest /diagnostics status ({} before its first)."""
+    for report in reversed(reports):
+        for status in report.status:
+            if status.name.startswith(node_name + ":"):
+                return {kv.key: kv.value for kv in status.values}
+    return {}
+
+
+def test_estimator_process_and_thread_give_the_same_depth_and_a_killed_worker_is_restarted(ros, slider):
+    """Two depth nodes on the same events and poses: one builds the keyframes in a process of
+    its own (the default: a keyframe's events through shared memory, its poses pickled), one
+    in a thread of the node (estimator_process false). Same code on the same keyframes, so the
+    clouds and depth images must be byte-identical: any difference would mean events or poses
+    lost or altered on the way. Then the process is killed: logged, restarted, counted in
+    /diagnostics, and the next keyframes get depth again."""
+    import os
+    import re
+    import signal
+
+    nodes, clouds, images = {}, {}, {}
+    for name, in_process in (("process", "true"), ("thread", "false")):
+        nodes[name] = ros.start("-r", f"__node:=depth_{name}", "-r", f"depth/points:=/{name}/points",
+                                "-r", f"depth/image:=/{name}/image", "-p", f"estimator_process:={in_process}",
+                                "-p", "keyframe_events:=60000", "-p", "camera_info_timeout_s:=0.2",
+                                "-p", "keyframe_flush_idle_s:=0.0", "-p", "max_pending_keyframes:=100")
+        clouds[name] = ros.collect(PointCloud2, f"/{name}/points")
+        images[name] = ros.collect(Image, f"/{name}/image")
+    assert spin_until(ros.executor, lambda: all(_depth_values(ros.reports, f"depth_{name}") for name in nodes),
+                      30.0)
+    events_out = ros.node.create_publisher(EventArray, "/dvs/events", 1000)
+    poses_out = ros.node.create_publisher(PoseStamped, "/optitrack/davis", 1000)
+    assert spin_until(ros.executor, lambda: events_out.get_subscription_count() >= 2 and
+                      poses_out.get_subscription_count() >= 2, 20.0)
+    t0 = int(slider.events.t[0])
+    publish_poses(ros, poses_out, slider, t0 - 5_000_000, t0 + 1_150_000_000)
+    publish_events(ros, events_out, events_between(slider, t0, t0 + 500_000_000))
+    assert spin_until(ros.executor, lambda: min(len(clouds[n]) for n in nodes) >= 2 and
+                      min(len(images[n]) for n in nodes) >= 2, 60.0), nodes["process"].log() + nodes["thread"].log()
+    ros.spin(0.5)
+    assert len(clouds["process"]) == len(clouds["thread"])
+    for from_process, from_thread in zip(clouds["process"], clouds["thread"]):
+        assert from_process.header.stamp == from_thread.header.stamp and from_process.width > 100
+        assert bytes(from_process.data) == bytes(from_thread.data)
+    for from_process, from_thread in zip(images["process"], images["thread"]):
+        assert bytes(from_process.data) == bytes(from_thread.data)
+
+    values = _depth_values(ros.reports, "depth_process")
+    pid = int(values["estimator_process_pid"])
+    assert pid not in (0, nodes["process"].process.pid)
+    assert int(_depth_values(ros.reports, "depth_thread")["estimator_process_pid"]) == 0
+    os.kill(pid, signal.SIGKILL)
+    count = len(clouds["process"])
+    publish_events(ros, events_out, events_between(slider, t0 + 500_000_000, t0 + 1_100_000_000))
+    assert spin_until(ros.executor, lambda: len(clouds["process"]) >= count + 1, 60.0), nodes["process"].log()
+    ros.reports.clear()
+    assert spin_until(ros.executor, lambda: _depth_values(ros.reports, "depth_process"), 5.0)
+    values = _depth_values(ros.reports, "depth_process")
+    assert int(values["worker_restarts"]) == 1
+    assert int(values["estimator_process_pid"]) not in (0, pid)
+    assert nodes["process"].alive()
+    log = nodes["process"].log()
+    assert re.search(rf"estimator process \(pid {pid}\) stopped \(killed by signal 9\).*restarting", log), log
+    assert "Traceback" not in log

@@ -54,6 +54,27 @@ def test_error_statistics_match_reference_formulas_and_skip_nan_windows():
     assert statistics.rms == pytest.approx(rms, rel=1e-12)
     assert statistics.rms_percent_of_peak == pytest.approx(100 * rms / 200.0, rel=1e-12)
     assert (statistics.windows, statistics.used) == (40, 38)
+    norms = sorted(math.sqrt(sum(e * e for e in row)) for row in errors)  # 38 windows
+    assert statistics.median_norm == pytest.approx((norms[18] + norms[19]) / 2, rel=1e-12)
+    assert statistics.max_norm == pytest.approx(norms[-1], rel=1e-12)
+    # 90th percentile, linear interpolation between order statistics: position 0.9 * 37 = 33.3
+    assert statistics.p90_norm == pytest.approx(norms[33] + 0.3 * (norms[34] - norms[33]), rel=1e-12)
+    assert statistics.above_5x_median == sum(n > 5 * statistics.median_norm for n in norms)
+
+
+def test_one_wrong_window_shows_in_the_error_distribution():
+    """29 windows 1 deg/s off and one 40 deg/s off: the median stays 1, the maximum is 40 and
+    one window lies above 5x the median; the table says so."""
+    truth = np.zeros((30, 3))
+    estimates = np.tile(np.radians([1.0, 0.0, 0.0]), (30, 1))
+    estimates[17] = np.radians([0.0, 40.0, 0.0])
+    statistics = metrics.error_statistics(estimates, truth, peak_deg_s=100.0)
+    assert statistics.median_norm == pytest.approx(1.0)
+    assert statistics.max_norm == pytest.approx(40.0)
+    assert statistics.above_5x_median == 1
+    row = tables.TableRow("variance", "Variance", "without", statistics=statistics)
+    line = tables.markdown_distribution([row], modes=("without",)).splitlines()[2]
+    assert line == "| Variance | 1.00 | 1.00 | 40.0 | 40.0 | 1 |"
 
 
 def test_biased_estimator_is_reported_with_its_offset():

@@ -106,3 +106,86 @@ def test_node_publishes_the_flow_of_focus_ros_flow(tmp_path, monkeypatch):
     assert int(values["patches_valid"]) == int(last.valid.sum())
     assert sum(int(values[f"patches_{key}"]) for key in ("valid", "few_events", "flat", "aperture", "out_of_range")) \
         == int((last.event_counts > 0).sum())
+
+
+def _flow_values(report, node_name: str) -> dict:
+    statuses = [status for status in report.status if status.name.startswith(node_name + ":")]
+    return {item.key: item.value for item in statuses[0].values} if statuses else {}
+
+
+def test_estimator_process_and_thread_publish_the_same_flow_and_a_killed_worker_is_restarted(tmp_path, monkeypatch):
+    """Two nodes on the same events: one with the estimator in a process of its own (the
+    default), one with it in a thread of the node (estimator_process false). Same estimator
+    code on the same windows in the same order, so the flows must be bit-identical (the
+    float32 messages compared byte for byte): any difference would mean events lost, reordered
+    or altered on the way through shared memory, or state (the warm start) not carried.
+    Then the process is killed: the node logs it, restarts it, counts it in /diagnostics
+    and estimates the next windows."""
+    import os
+    import re
+    import signal
+
+    events = translating_dots(TRUE_FLOW, dots=1500, events=90_000, duration_s=0.045, seed=3)
+    later = translating_dots(TRUE_FLOW, dots=1500, events=60_000, duration_s=0.03, seed=4)
+    later = Events(later.x, later.y, later.t - int(later.t[0]) + int(events.t[-1]) + 1000, later.p)  # continues
+
+    with client_node("flow_paths_client", monkeypatch) as (env, node, executor):
+        reports, flows = [], {"process": [], "thread": []}
+        node.create_subscription(DiagnosticArray, "/diagnostics", reports.append, 50)
+        processes = {}
+        try:
+            for name, in_process in (("process", "true"), ("thread", "false")):
+                node.create_subscription(Image, f"/{name}/optical_flow", flows[name].append, 10)
+                command = [executable("optical_flow_node"), "--ros-args", "--params-file", str(PARAMS_FILE),
+                           "-r", f"__node:=flow_{name}", "-r", "events:=/dvs/events",
+                           "-r", f"optical_flow:=/{name}/optical_flow", "-p", "qos_reliability:=reliable",
+                           "-p", "queue_policy:=all", "-p", "camera_info_timeout_s:=0.3",
+                           "-p", f"estimator_process:={in_process}",
+                           "-p", f"min_events_per_patch:={SCENE_MIN_EVENTS}"]
+                processes[name] = NodeProcess(command, env, tmp_path / f"flow_{name}.log")
+            publisher = node.create_publisher(EventArray, "/dvs/events", 100)
+            assert spin_until(executor, lambda: publisher.get_subscription_count() >= 2, 30.0), \
+                processes["process"].log() + processes["thread"].log()
+            assert spin_until(executor, lambda: all(any(_flow_values(r, f"flow_{name}") for r in reports)
+                                                   for name in processes), 30.0)
+            spin_until(executor, lambda: False, 0.5)  # both on the fallback calibration
+
+            def publish(stream):
+                for start in range(0, len(stream), 5000):
+                    publisher.publish(transport.encode_event_array(stream[start:start + 5000], 180, 240, "dvs"))
+                    executor.spin_once(timeout_sec=0.01)
+
+            publish(events)
+            assert spin_until(executor, lambda: len(flows["process"]) >= 2 and len(flows["thread"]) >= 2, 90.0), \
+                (len(flows["process"]), len(flows["thread"]), [_flow_values(r, "flow_process") for r in reports[-3:]],
+                 [_flow_values(r, "flow_thread") for r in reports[-3:]])
+            for from_process, from_thread in zip(flows["process"], flows["thread"]):
+                assert from_process.header.stamp == from_thread.header.stamp
+                assert bytes(from_process.data) == bytes(from_thread.data)
+            valid = np.isfinite(np.frombuffer(bytes(flows["process"][-1].data), dtype="<f4"))
+            assert valid.sum() > 100  # the comparison covers real flows, not only NaN
+
+            # the worker of the process node killed: reported, restarted, estimating again
+            reports.clear()
+            assert spin_until(executor, lambda: any(_flow_values(r, "flow_process") for r in reports), 5.0)
+            values = [_flow_values(r, "flow_process") for r in reports if _flow_values(r, "flow_process")][-1]
+            pid = int(values["estimator_process_pid"])
+            assert pid not in (0, processes["process"].process.pid)
+            thread_values = [_flow_values(r, "flow_thread") for r in reports if _flow_values(r, "flow_thread")]
+            assert not thread_values or int(thread_values[-1]["estimator_process_pid"]) == 0
+            os.kill(pid, signal.SIGKILL)
+            count = len(flows["process"])
+            publish(later)
+            assert spin_until(executor, lambda: len(flows["process"]) >= count + 1, 60.0), processes["process"].log()
+            reports.clear()
+            assert spin_until(executor, lambda: any(_flow_values(r, "flow_process") for r in reports), 5.0)
+            values = [_flow_values(r, "flow_process") for r in reports if _flow_values(r, "flow_process")][-1]
+            assert int(values["worker_restarts"]) == 1
+            assert int(values["estimator_process_pid"]) not in (0, pid)
+            assert processes["process"].alive()
+        finally:
+            for process in processes.values():
+                process.stop()
+    log = processes["process"].log()
+    assert re.search(rf"estimator process \(pid {pid}\) stopped \(killed by signal 9\).*restarting", log), log
+    assert "Traceback" not in log

@@ -302,3 +302,60 @@ def test_extrapolated_warm_start_follows_the_last_two_estimates(synthetic):
     assert not estimator.estimate(shifted).initial.any()
     with pytest.raises(ValueError, match="warm start"):
         AngularVelocityEstimator(calibration, AngularVelocitySettings(warm_start="guess"))
+
+
+def _simulated_windows(profile, seed=3, duration_s=0.5):
+    """30,000-event windows of the simulator's textured panorama seen along ``profile``, and
+    the ground-truth angular velocity (rad/s) as a function of time (ns)."""
+    from focus_ros.evaluation.ground_truth import from_imu
+    from focus_ros.sources.simulator import EventSimulator, PanoramaScene, Trajectory
+    from focus_ros.windows import count_windows
+    recording = EventSimulator(PanoramaScene.generate(seed), Trajectory(profile, duration_s),
+                               Calibration.davis240c(), seed=seed).simulate()
+    return recording.calibration, list(count_windows([recording.events], 30000)), from_imu(recording.imu, 0).at
+
+
+def _window_errors(calibration, windows, truth_at, **changes):
+    from focus_ros.estimators.angular_velocity import real_time_settings
+    estimator = AngularVelocityEstimator(calibration, real_time_settings(**changes))
+    estimates = [estimator.estimate(window) for window in windows]
+    omega = np.array([estimate.angular_velocity for estimate in estimates])
+    errors = np.linalg.norm(omega - truth_at(np.array([estimate.t_ref_ns for estimate in estimates])), axis=1)
+    return estimates, errors
+
+
+def test_constant_velocity_check_models_the_acceleration_where_omega_changes_fast():
+    """omega_y ramps through zero at 40 rad/s^2 (2,300 deg/s^2): near the crossing the event rate
+    drops, a 30,000-event window lasts 40-85 ms and omega changes by up to 3.4 rad/s within it,
+    which the constant-velocity warp cannot fit. The check (max_change_in_window_rad_s = 1) solves
+    those windows again with the warp of constant angular acceleration taken from the last
+    estimates; without it their error is many times the median (the issue-13 criterion: no
+    window above 5x the median error)."""
+    def ramp(t_s):
+        t_s = np.atleast_1d(np.asarray(t_s, np.float64))
+        return np.column_stack([np.full_like(t_s, 1.0), 40.0 * (t_s - 0.25), np.full_like(t_s, 0.5)])
+
+    calibration, windows, truth_at = _simulated_windows(ramp)
+    durations_ms = np.array([(window.t[-1] - window.t[0]) * 1e-6 for window in windows])
+    checked, errors = _window_errors(calibration, windows, truth_at)
+    _, errors_unchecked = _window_errors(calibration, windows, truth_at, max_change_in_window_rad_s=0.0)
+    accelerated = np.array([estimate.angular_acceleration is not None for estimate in checked])
+    assert accelerated[durations_ms > 40].all() and not accelerated[durations_ms < 20].any()
+    for estimate in np.array(checked)[accelerated]:  # the acceleration used is the true one
+        np.testing.assert_allclose(estimate.angular_acceleration, [0.0, 40.0, 0.0], atol=8.0)
+    # the failure the check is for: without it the long windows are far above 5x the median
+    assert errors_unchecked[accelerated].max() > 5 * np.median(errors_unchecked)
+    # with it they are not (the first windows, at 10 rad/s, keep their own 0.06 rad/s errors)
+    assert errors[accelerated].max() < 5 * np.median(errors), np.round(errors, 3)
+    assert np.all(errors[accelerated] < errors_unchecked[accelerated] + 0.01)
+
+
+def test_constant_velocity_check_leaves_constant_rotation_alone():
+    """At constant omega the check finds no acceleration: no window is solved again, and the
+    estimates are those of the estimator without the check."""
+    from focus_ros.sources.simulator import ConstantAngularVelocity
+    calibration, windows, truth_at = _simulated_windows(ConstantAngularVelocity((1.0, -3.0, 0.5)))
+    checked, errors = _window_errors(calibration, windows, truth_at)
+    _, errors_unchecked = _window_errors(calibration, windows, truth_at, max_change_in_window_rad_s=0.0)
+    assert all(estimate.angular_acceleration is None for estimate in checked)
+    np.testing.assert_array_equal(errors, errors_unchecked)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from conftest import slice_folder
 from focus_ros.camera import Calibration
 from focus_ros.estimators.angular_velocity import AngularVelocityEstimator, real_time_settings
-from focus_ros.estimators.worker import EstimatorProcess, InlineEstimator, WorkerDied
+from focus_ros.estimators.worker import EstimatorProcess, EstimatorRunner, InlineEstimator, Job, WorkerDied
 from focus_ros.events import Events
 from focus_ros.sources.ecd import read_ecd_folder
 
@@ -111,3 +112,123 @@ def test_pipelined_windows_come_back_in_order_and_stale_ones_are_skipped(worker,
     worker.submit(windows[1], skippable=True)
     results = [worker.collect() for _ in range(3)]
     assert [result.estimate is None for result in results] == [False, True, False]
+
+
+def test_flow_and_depth_kinds_give_in_the_process_what_their_estimators_give_here():
+    """The other two kinds through the same process: optical flow (windows, warm start carried)
+    and depth (a keyframe's events through the shared slots, grown from 5,000 events to the
+    keyframe's; its poses pickled beside them). Same code, same inputs: identical results,
+    pictures included."""
+    from flow_scenes import translating_dots
+
+    from focus_ros.depth.pictures import depth_picture, event_image
+    from focus_ros.estimators.depth import DepthEstimator, DepthSettings
+    from focus_ros.estimators.optical_flow import OpticalFlowEstimator, OpticalFlowSettings
+    from focus_ros.flow_visualization import compensated_image, flow_arrows_image
+    from focus_ros.poses import Trajectory
+    from focus_ros.sources.simulator import simulate_preset
+
+    calibration = Calibration.davis240c()
+    settings = OpticalFlowSettings(min_events_per_patch=100)
+    events = translating_dots(np.array([120.0, -90.0]), dots=1500, events=75_000, duration_s=0.04)
+    windows = [events[:30_000], events[30_000:60_000]]
+    local = OpticalFlowEstimator(calibration.width, calibration.height, settings)
+    flow = EstimatorProcess(calibration, settings, kind="optical_flow", capacity_events=5000)
+    try:
+        for index, window in enumerate(windows):
+            expected = local.estimate(window)
+            result = flow.estimate(window, images=index == 1)
+            np.testing.assert_array_equal(result.estimate.flow, expected.flow)
+            np.testing.assert_array_equal(result.estimate.reason, expected.reason)
+        assert np.isfinite(expected.flow).sum() > 100
+        np.testing.assert_array_equal(result.images[0], flow_arrows_image(compensated_image(local, expected),
+                                                                          expected))
+    finally:
+        flow.close()
+
+    recording = simulate_preset("slider", duration_s=0.4, seed=2)
+    trajectory = Trajectory.from_poses(recording.poses)
+    depth_settings = DepthSettings()
+    local = DepthEstimator(recording.calibration, depth_settings)
+    expected = local.estimate(recording.events, trajectory)
+    assert expected.point_count > 1000 and len(recording.events) > 100_000
+    depth = EstimatorProcess(recording.calibration, depth_settings, kind="depth", capacity_events=5000)
+    try:
+        result = depth.estimate(recording.events, images=True, extra=trajectory)
+    finally:
+        depth.close()
+    keyframe = result.estimate
+    assert keyframe.t_ref_ns == expected.t_ref_ns and keyframe.event_count == len(recording.events)
+    np.testing.assert_array_equal(keyframe.depth_m, expected.depth_m)
+    np.testing.assert_array_equal(keyframe.points_world, expected.points_world)
+    np.testing.assert_array_equal(result.images[0], depth_picture(expected.depth_m, event_image(local.dsi.votes),
+                                                                  depth_settings.z_min_m, depth_settings.z_max_m))
+
+
+def test_unknown_kind_is_refused_with_the_known_ones():
+    with pytest.raises(ValueError, match="kind 'sharpness' is not one of: angular_velocity, optical_flow, depth"):
+        InlineEstimator(Calibration.davis240c(), real_time_settings(), kind="sharpness")
+
+
+class _Log:
+    """A logger and a warn_once that keep what they are told (the node's stand-ins for text only)."""
+
+    def __init__(self):
+        self.lines = []
+
+    def info(self, text):
+        self.lines.append(("info", text))
+
+    def warning(self, text):
+        self.lines.append(("warning", text))
+
+    def error(self, text):
+        self.lines.append(("error", text))
+
+    def warn_once(self, key, text):
+        self.lines.append(("once:" + key, text))
+
+
+@pytest.mark.parametrize("in_process", [True, False])
+def test_runner_queues_counts_and_survives_a_failing_job(windows, in_process):
+    """EstimatorRunner as the nodes use it: jobs wait until configured; with a queue of one,
+    windows pushed faster than estimated are dropped (counted, health "warn" once most are);
+    each result comes back with its job's context, in order, equal to the estimator here; a job
+    that raises is counted as failed, said once, and the next job is estimated."""
+    log = _Log()
+    results = []
+
+    def on_result(job, result):
+        results.append((job.context, result.estimate))
+
+    runner = EstimatorRunner("angular_velocity", Calibration.davis240c(), real_time_settings(), in_process=in_process,
+                             on_result=on_result, logger=log, warn_once=log.warn_once, max_pending=lambda: 1,
+                             capacity_events=5000)
+    try:
+        for index, window in enumerate(windows):   # before the configuration: only the newest waits
+            runner.push(Job(window, context=index, received_s=time.monotonic()))
+        assert runner.counts["dropped"] == 3 and not results
+        runner.configure(Calibration.davis240c(), real_time_settings())
+        deadline = time.monotonic() + 60.0   # counted once on_result has returned
+        while runner.counts["estimated"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert [context for context, _ in results] == [3]
+        expected = AngularVelocityEstimator(Calibration.davis240c(), real_time_settings()).estimate(windows[3])
+        np.testing.assert_array_equal(results[0][1].angular_velocity, expected.angular_velocity)
+        assert runner.health() == ("warn", "falling behind: most windows dropped")
+        values = runner.diagnostic_values()
+        assert values["windows_completed"] == 4 and values["windows_dropped"] == 3
+        assert values["processed_ratio"] == 0.25 and values["processing_ms_per_window"] > 0
+        assert (values["estimator_process_pid"] > 0) == in_process
+        # a job the estimator refuses (events outside the sensor): failed, said once, the runner goes on
+        bad = Events(np.full(1000, 60000, np.uint16), windows[0].y[:1000], windows[0].t[:1000], windows[0].p[:1000])
+        runner.push(Job(bad, context="bad", received_s=time.monotonic()))
+        runner.push(Job(windows[1], context="good", received_s=time.monotonic()))
+        deadline = time.monotonic() + 60.0
+        while len(results) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        runner.stop()
+    assert [context for context, _ in results] == [3, "good"]
+    assert runner.counts["failed"] == 1
+    assert [kind for kind, _ in log.lines if kind.startswith("once:")] == ["once:estimate_failed"]

@@ -184,7 +184,8 @@ def run(args) -> int:
     _write_comparison_csv(comparison, output / "comparison.csv")
     header = _header(args, description, events, windows, comparison, ground_truth is not None, report)
     body = (tables.markdown_summary(rows, modes) + "\n" + tables.markdown_details(rows, modes)
-            + ("" if ground_truth is not None else "\n" + tables.markdown_estimates(rows, modes)))
+            + ("\n" + tables.markdown_distribution(rows, modes) if ground_truth is not None
+               else "\n" + tables.markdown_estimates(rows, modes)))
     (output / "table.md").write_text(header + "\n" + body)
     plotted = _plots(args, recording, events, windows, results, comparison, output)
     elapsed = time.perf_counter() - started

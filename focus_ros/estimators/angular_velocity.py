@@ -60,10 +60,23 @@ class AngularVelocitySettings:
     the last ``doubt_history`` accepted windows' (a wrong optimum barely sharpens the image).
     It is then solved again coarse to fine: first on the middle 1/``recovery_sub_window`` of
     its events (a shorter time span widens the basin of the optimum), from the warm start and
-    from 0, then on the whole window from the better of the two; the higher focus wins. When
-    the second solve confirms the first (within ``agreement_rad_s``) the window is fine (e.g.
+    from 0, then on the whole window from the better of the two; the higher focus wins (among
+    estimates within ``max_angular_velocity``). When the second solve confirms the first
+    (within ``agreement_rad_s``) the window is fine (e.g.
     omega crossing zero, where no motion means little gain); when they disagree and the
     winner is still doubtful, the window is reported degenerate instead of published.
+    max_change_in_window_rad_s: the constant-velocity check. The warp assumes omega constant
+    over the window; when the angular acceleration alpha of the last estimates (rad/s^2, the
+    mean of the slopes between the last two windows and from the last window to this one; for
+    a cold window, measured on its two halves) times the window's time span predicts omega to
+    change by more than this (rad/s) within the window, the window is solved again with the
+    warp of constant angular acceleration alpha (omega(t) = omega + alpha (t - t_ref), omega
+    still the estimate at t_ref; the estimate's ``angular_acceleration``), kept when its IWE
+    is sharper than the constant-velocity estimate's on the same events. 0 = off.
+    max_change_with_acceleration_rad_s: when even that predicted change exceeds this (rad/s),
+    the acceleration is not constant over the window either (oscillations at a few Hz), so the
+    accelerated solve uses only the events within the span around t_ref over which omega
+    changes by this much, at least ``min_check_events`` of them. 0 = the whole window always.
     """
 
     loss: str = "variance"
@@ -85,6 +98,9 @@ class AngularVelocitySettings:
     agreement_rad_s: float = 0.2
     doubt_history: int = 16
     recovery_sub_window: int = 4
+    max_change_in_window_rad_s: float = 1.0
+    max_change_with_acceleration_rad_s: float = 1.5
+    min_check_events: int = 8000
 
 
 def real_time_settings(**changes) -> AngularVelocitySettings:
@@ -135,6 +151,9 @@ class WindowEstimate:
     improvement: float = math.nan
     #: the first solve looked doubtful (cold start or low improvement) and was checked again
     recovered: bool = False
+    #: (3,) rad/s^2: the constant angular acceleration the window was solved with, when the
+    #: constant-velocity check found omega changing too much within it (None otherwise)
+    angular_acceleration: np.ndarray | None = None
 
 
 def reference_time_ns(events: Events, t_ref: str) -> int:
@@ -269,9 +288,15 @@ class AngularVelocityEstimator:
             for candidate in self._recover(events, t_ref_ns, start):
                 evaluation_count += candidate.evaluations
                 disagreement = max(disagreement, float(np.linalg.norm(candidate.omega - solution.omega)))
-                if candidate.score > solution.score:
+                if candidate.score > solution.score and self._plausible(candidate.omega):
                     solution = candidate
             improvement = self._improvement(solution.score, score_at_zero)
+        angular_acceleration = None
+        if settings.max_change_in_window_rad_s > 0 and math.isfinite(solution.score) \
+                and np.all(np.isfinite(solution.omega)):
+            solution, angular_acceleration, check_evaluations = self._check_constant_velocity(
+                events, t_ref_ns, solution)
+            evaluation_count += check_evaluations
         omega, result, final = solution.omega, solution.result, solution.final
         score = solution.score
         message = result.message
@@ -300,7 +325,12 @@ class AngularVelocityEstimator:
                               score_at_zero, start, result.iterations, evaluation_count,
                               final.kept, final.dropped, converged=result.converged,
                               degenerate=degenerate, message=message, improvement=improvement,
-                              recovered=recovered)
+                              recovered=recovered, angular_acceleration=angular_acceleration)
+
+    def _plausible(self, omega: np.ndarray) -> bool:
+        """Finite and within ``max_angular_velocity``: a second solve that wanders beyond it
+        found a spurious optimum of the loss (weak losses have them far out), not a better one."""
+        return bool(np.all(np.isfinite(omega)) and np.linalg.norm(omega) <= self.settings.max_angular_velocity)
 
     @staticmethod
     def _improvement(score: float, score_at_zero: float) -> float:
@@ -342,6 +372,98 @@ class AngularVelocityEstimator:
         omega = np.asarray(result.x, dtype=np.float64)
         final = evaluate(omega, with_gradient=False)
         return _Solution(omega, sign * final.value, score_at_start, result, final, len(evaluated))
+
+    def _check_constant_velocity(self, events: Events, t_ref_ns: int,
+                                 solution: "_Solution") -> tuple["_Solution", np.ndarray | None, int]:
+        """The constant-velocity check (``max_change_in_window_rad_s``): when the recent
+        angular acceleration predicts omega to change too much within the window, solve it
+        again with that acceleration (on a shorter span around t_ref beyond
+        ``max_change_with_acceleration_rad_s``). The accelerated solution is kept only when its
+        IWE is sharper than the constant-velocity estimate's on the same events (a wrong
+        acceleration, e.g. from the noisy halves of a cold window of a weak loss, blurs it).
+        Returns the solution, the acceleration it used (None: the constant-velocity one
+        stands) and the objective evaluations spent; leaves the objective holding the
+        window the returned solution belongs to."""
+        settings = self.settings
+        cold = not self._history  # the acceleration is measured on the window's halves
+        acceleration, evaluations = self._recent_acceleration(events, t_ref_ns, solution.omega)
+        duration_s = (int(events.t[-1]) - int(events.t[0])) * 1e-9
+        predicted_change = float(np.linalg.norm(acceleration)) * duration_s
+        if predicted_change <= settings.max_change_in_window_rad_s:
+            if cold:
+                self.objective.set_events(events, t_ref_ns, int(events.t[0]))
+            return solution, None, evaluations
+        span = events
+        limit = settings.max_change_with_acceleration_rad_s
+        if limit > 0 and predicted_change > limit:
+            span = self._span_around(events, t_ref_ns, 0.5 * duration_s * limit / predicted_change)
+        if cold or len(span) < len(events):
+            self.objective.set_events(span, t_ref_ns, int(span.t[0]))
+        score_constant = solution.score
+        if len(span) < len(events):
+            score_constant = self.loss.sign * self.objective.value(solution.omega)
+            evaluations += 1
+        self.objective.compensate_angular_acceleration(acceleration, solution.omega)
+        accelerated = self._solve(solution.omega)
+        evaluations += accelerated.evaluations
+        if accelerated.score > score_constant and self._plausible(accelerated.omega):
+            return accelerated, acceleration, evaluations
+        self.objective.set_events(events, t_ref_ns, int(events.t[0]))
+        return solution, None, evaluations
+
+    def _recent_acceleration(self, events: Events, t_ref_ns: int, omega: np.ndarray) -> tuple[np.ndarray, int]:
+        """The angular acceleration (3,) rad/s^2 this window's estimate ``omega`` and the last
+        estimates suggest (the mean of the slopes from the last window to this one and between
+        the last two), or for a cold window the one measured on its halves; and the objective
+        evaluations spent measuring it."""
+        if not self._history:
+            return self._acceleration_within(events, omega)
+        slopes = []
+        t_last, omega_last = self._history[-1]
+        if t_ref_ns > t_last:
+            slopes.append((omega - omega_last) / ((t_ref_ns - t_last) * 1e-9))
+        if len(self._history) == 2:
+            (t0, omega0), (t1, omega1) = self._history
+            if t1 > t0:
+                slopes.append((omega1 - omega0) / ((t1 - t0) * 1e-9))
+        return (np.mean(slopes, axis=0) if slopes else np.zeros(3)), 0
+
+    def _span_around(self, events: Events, t_ref_ns: int, half_span_s: float) -> Events:
+        """The window's events within ``half_span_s`` (s) of ``t_ref_ns``, widened to at least
+        ``min_check_events`` events around it."""
+        half_span_ns = half_span_s * 1e9
+        first = int(np.searchsorted(events.t, t_ref_ns - half_span_ns))
+        last = int(np.searchsorted(events.t, t_ref_ns + half_span_ns, side="right"))
+        count = len(events)
+        wanted = min(max(self.settings.min_check_events, self.settings.min_events), count)
+        if last - first < wanted:
+            first = min(max(0, int(np.searchsorted(events.t, t_ref_ns)) - wanted // 2), count - wanted)
+            last = first + wanted
+        return events[first:last]
+
+    def _acceleration_within(self, events: Events, omega: np.ndarray) -> tuple[np.ndarray, int]:
+        """Angular acceleration (3,) rad/s^2 measured inside a window that has no previous
+        estimates to compare with (a cold start): its two halves solved from ``omega``, the
+        change of their estimates over the time between their reference times (0 when they
+        differ by no more than ``max_change_in_window_rad_s``: each half has half the events,
+        so their estimates scatter more than the whole window's); and the objective
+        evaluations spent. Leaves the objective holding the second half."""
+        half = len(events) // 2
+        if half < self.settings.min_events:
+            return np.zeros(3), 0
+        estimates, evaluations = [], 0
+        for part in (events[:half], events[half:]):
+            t_ref = reference_time_ns(part, self.settings.t_ref)
+            self.objective.set_events(part, t_ref, int(part.t[0]))
+            solution = self._solve(omega)
+            estimates.append((t_ref, solution.omega))
+            evaluations += solution.evaluations
+        (t0, omega0), (t1, omega1) = estimates
+        if t1 <= t0 or not (np.all(np.isfinite(omega0)) and np.all(np.isfinite(omega1))):
+            return np.zeros(3), evaluations
+        if np.linalg.norm(omega1 - omega0) <= self.settings.max_change_in_window_rad_s:
+            return np.zeros(3), evaluations  # the halves agree within the limit: noise, not acceleration
+        return (omega1 - omega0) / ((t1 - t0) * 1e-9), evaluations
 
     def _recover(self, events: Events, t_ref_ns: int, start: np.ndarray) -> list["_Solution"]:
         """Coarse to fine: solve the middle 1/k of the window (its shorter span widens the

@@ -371,3 +371,16 @@ class KeyframeSelector:
 def depth_method_names() -> tuple[str, ...]:
     """The names accepted where a focus loss or the max-vote baseline is chosen."""
     return PATCH_LOSSES + (MAX_VOTE,)
+
+
+def warm_up(estimator: DepthEstimator) -> None:
+    """Run every stage of the estimator once on a small synthetic keyframe (random events,
+    a camera moving 0.1 m): the first call of each compiled stage loads it (~1 s, holding
+    the GIL), better at start-up than in the first keyframe's latency."""
+    rng = np.random.default_rng(0)
+    count = max(estimator.settings.min_events, 5000)
+    calibration = estimator.calibration
+    events = Events.from_arrays(rng.integers(0, calibration.width, count), rng.integers(0, calibration.height, count),
+                                np.linspace(0, 100_000_000, count).astype(np.int64), np.ones(count))
+    trajectory = Trajectory([0, 100_000_000], [[0.0, 0.0, 0.0], [0.1, 0.0, 0.0]], [[0.0, 0.0, 0.0, 1.0]] * 2)
+    estimator.estimate(events, trajectory)

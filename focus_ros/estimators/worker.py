@@ -1,4 +1,5 @@
-"""The angular-velocity estimator in a process of its own, fed through shared memory.
+"""Estimators in a process of their own, fed through shared memory: one execution model for
+the angular velocity, optical flow and depth nodes.
 
 Why: inside a ROS node the estimator shares the interpreter with the executor thread that
 takes, decodes and windows about a thousand event messages a second. The optimizer's
@@ -8,25 +9,43 @@ switch interval, 5 ms). In a process of its own the estimator runs exactly the o
 code on its own interpreter, whatever the executor does (measurements: BENCHMARKS.md, "The
 node through ROS 2").
 
+Which estimator runs is a *kind* (:data:`KINDS`, by name): ``angular_velocity`` (a window of
+events -> :class:`~focus_ros.estimators.angular_velocity.WindowEstimate`), ``optical_flow`` (a
+window -> :class:`~focus_ros.estimators.optical_flow.FlowEstimate`) and ``depth`` (a keyframe's
+events plus its trajectory segment -> :class:`~focus_ros.estimators.depth.DepthKeyframe`). Each
+kind says how to build its estimator from (calibration, settings), how to run one job, what
+picture to draw when asked and what state (the warm start) survives a new configuration.
+A job's events always travel through the shared-memory slots (x, y, t, p arrays, never
+pickled: a depth keyframe has a million events); the job's small extra input (depth: the
+poses around the keyframe) and the result travel pickled over a pipe.
+
 :class:`EstimatorProcess` starts ``python -m focus_ros.estimators.worker`` (a plain
 subprocess of the same interpreter: nothing of the parent, rclpy included, is imported
-there), writes each window's events into one of three shared-memory slots (x, y, t, p
-arrays; grown when a larger window comes) and exchanges small pickled commands and results
-over a pipe. Windows can be queued from one thread (``submit``) while another collects the
-results (``collect``), so the estimator starts on the next window without waiting for the
-collecting thread. :class:`InlineEstimator` has the same interface and runs in the calling
-thread (for comparison and for callers that want no process). Both give identical
-estimates for the same windows (same code, same inputs; tested).
+there), writes each job's events into one of three shared-memory slots (grown when a larger
+job comes) and exchanges small pickled commands and results over a pipe. Jobs can be queued
+from one thread (``submit``) while another collects the results (``collect``), so the
+estimator starts on the next job without waiting for the collecting thread.
+:class:`InlineEstimator` has the same interface and runs in the calling thread (for
+comparison and for callers that want no process). Both give identical estimates for the same
+jobs (same code, same inputs; tested).
 
 A worker that dies (killed, out of memory) raises :class:`WorkerDied` from the call that
 noticed it; ``restart()`` starts a fresh one with the last configuration (the warm start
-is lost, as after a gap). Neither class imports rclpy.
+is lost, as after a gap).
+
+:class:`EstimatorRunner` is what the nodes use: a thread that keeps one of the two engines
+configured and fed from a queue of jobs (the caller's queue policy: newest or all, bounded),
+restarts a dead worker, counts what happened (completed, dropped, lost, failed, restarts,
+time per job, latency) and hands each result to the caller's callback; its
+``diagnostic_values()`` and ``health()`` are the nodes' shared ``/diagnostics`` status logic.
+Nothing here imports rclpy.
 """
 
 from __future__ import annotations
 
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import threading
@@ -34,13 +53,13 @@ import time
 import weakref
 from collections import deque
 from dataclasses import dataclass
+from typing import Any, Callable
 from multiprocessing import shared_memory
 from multiprocessing.connection import Connection
 
 import numpy as np
 
 from focus_ros.camera import Calibration
-from focus_ros.estimators.angular_velocity import AngularVelocityEstimator, AngularVelocitySettings, WindowEstimate
 from focus_ros.events import Events
 
 #: bytes per event in the shared block: x, y (uint16), t (int64), p (int8)
@@ -53,26 +72,126 @@ class WorkerDied(RuntimeError):
 
 @dataclass
 class WorkerResult:
-    """One window's estimate, the estimator's own wall time for it (s, measured where it ran)
-    and, when asked, the IWE before and after compensation (float64 (height, width))."""
+    """One job's estimate (its kind's result type; None when the worker skipped the job for a
+    newer one), the estimator's own wall time for it (s, measured where it ran) and, when
+    asked, the kind's pictures (angular velocity: the IWE before and after compensation,
+    float64 (height, width); optical flow: arrows over the compensated image, rgb8; depth:
+    the colour depth map, rgb8)."""
 
-    estimate: WindowEstimate
+    estimate: Any
     estimator_s: float
     images: tuple | None = None
-    #: CPU time of the estimating thread for the window (s): the work itself, without the
+    #: CPU time of the estimating thread for the job (s): the work itself, without the
     #: time spent waiting for a core or for the GIL
     estimator_cpu_s: float = float("nan")
 
 
-def _estimate(estimator: AngularVelocityEstimator, events: Events, images: bool) -> WorkerResult:
+# ============================================================================ kinds of estimator
+
+
+@dataclass(frozen=True)
+class EstimatorKind:
+    """How the worker builds and runs one kind of estimator.
+
+    build(calibration, settings) -> estimator (ValueError naming the problem when unusable);
+    run(estimator, events, extra) -> estimate (``extra``: the job's input beside its events,
+    pickled to the worker: keep it small); pictures(estimator, estimate) -> tuple of arrays or
+    None (called right after run, while the estimator still holds the job);
+    carry(previous, new): what survives a new configuration (the warm start), or None.
+    The functions import their estimator when called, so that a worker loads only its own.
+    """
+
+    name: str
+    build: Callable[[Calibration, Any], Any]
+    run: Callable[[Any, Events, Any], Any]
+    pictures: Callable[[Any, Any], tuple | None]
+    carry: Callable[[Any, Any], None] | None = None
+
+
+def _build_angular_velocity(calibration, settings):
+    from focus_ros.estimators.angular_velocity import AngularVelocityEstimator
+    return AngularVelocityEstimator(calibration, settings)
+
+
+def _carry_angular_velocity(previous, estimator) -> None:
+    if not estimator.degenerate_reason:
+        estimator.previous = previous.previous
+
+
+def _angular_velocity_pictures(estimator, estimate):
+    if estimate.degenerate:
+        return None
+    objective = estimator.objective  # still holds this window
+    return objective.image(np.zeros(3)).image, objective.image(estimate.angular_velocity).image
+
+
+def _build_optical_flow(calibration, settings):
+    from focus_ros.estimators.optical_flow import OpticalFlowEstimator
+    return OpticalFlowEstimator(calibration.width, calibration.height, settings)
+
+
+def _optical_flow_pictures(estimator, estimate):
+    from focus_ros.flow_visualization import compensated_image, flow_arrows_image
+    return (flow_arrows_image(compensated_image(estimator, estimate), estimate),)
+
+
+def _build_depth(calibration, settings):
+    from focus_ros.estimators.depth import DepthEstimator, warm_up
+    estimator = DepthEstimator(calibration, settings)
+    # the first call of each compiled stage loads it (~1 s): here, not in the first keyframe's latency
+    warm_up(estimator)
+    return estimator
+
+
+def _depth_pictures(estimator, keyframe):
+    if keyframe.warning:
+        return None
+    from focus_ros.depth.pictures import depth_picture, event_image
+    settings = estimator.settings
+    return (depth_picture(keyframe.depth_m, event_image(estimator.dsi.votes), settings.z_min_m, settings.z_max_m),)
+
+
+#: name -> EstimatorKind: what EstimatorProcess / InlineEstimator / EstimatorRunner can run
+KINDS = {
+    "angular_velocity": EstimatorKind("angular_velocity", _build_angular_velocity,
+                                      lambda estimator, events, extra: estimator.estimate(events),
+                                      _angular_velocity_pictures, _carry_angular_velocity),
+    "optical_flow": EstimatorKind("optical_flow", _build_optical_flow,
+                                  lambda estimator, events, extra: estimator.estimate(events),
+                                  _optical_flow_pictures),
+    "depth": EstimatorKind("depth", _build_depth,
+                           lambda estimator, events, trajectory: estimator.estimate(events, trajectory),
+                           _depth_pictures),
+}
+
+
+def kind_named(name: str) -> EstimatorKind:
+    try:
+        return KINDS[name]
+    except KeyError:
+        raise ValueError(f"estimator kind '{name}' is not one of: {', '.join(KINDS)}") from None
+
+
+def _configured(kind: EstimatorKind, previous, calibration, settings, keep_warm_start: bool):
+    """A new estimator of ``kind``; the warm start carried over from ``previous`` when asked."""
+    estimator = kind.build(calibration, settings)
+    if keep_warm_start and previous is not None and kind.carry is not None:
+        kind.carry(previous, estimator)
+    return estimator
+
+
+def _estimate(kind: EstimatorKind, estimator, events: Events, extra, images: bool) -> WorkerResult:
     started, started_cpu = time.perf_counter(), time.thread_time()
-    estimate = estimator.estimate(events)
+    estimate = kind.run(estimator, events, extra)
     elapsed, elapsed_cpu = time.perf_counter() - started, time.thread_time() - started_cpu
-    pictures = None
-    if images and not estimate.degenerate:
-        objective = estimator.objective  # still holds this window
-        pictures = (objective.image(np.zeros(3)).image, objective.image(estimate.angular_velocity).image)
+    pictures = kind.pictures(estimator, estimate) if images else None
     return WorkerResult(estimate, elapsed, pictures, elapsed_cpu)
+
+
+def _reset(estimator) -> None:
+    reset = getattr(estimator, "reset", None)  # a depth estimator keeps nothing between keyframes
+    if reset is not None:
+        reset()
 
 
 class InlineEstimator:
@@ -81,25 +200,22 @@ class InlineEstimator:
     pid = None
     restarts = 0
 
-    def __init__(self, calibration: Calibration, settings: AngularVelocitySettings):
-        self.estimator = AngularVelocityEstimator(calibration, settings)
+    def __init__(self, calibration: Calibration, settings, *, kind: str = "angular_velocity"):
+        self.kind = kind_named(kind)
+        self.estimator = self.kind.build(calibration, settings)
         self._queue = deque()
 
-    def configure(self, calibration: Calibration, settings: AngularVelocitySettings,
-                  keep_warm_start: bool = True) -> None:
+    def configure(self, calibration: Calibration, settings, keep_warm_start: bool = True) -> None:
         """New calibration/settings; the warm start carries over when keep_warm_start."""
-        previous = self.estimator
-        self.estimator = AngularVelocityEstimator(calibration, settings)
-        if keep_warm_start and not self.estimator.degenerate_reason:
-            self.estimator.previous = previous.previous
+        self.estimator = _configured(self.kind, self.estimator, calibration, settings, keep_warm_start)
 
     def reset(self) -> None:
-        self.estimator.reset()
+        _reset(self.estimator)
 
-    def estimate(self, events: Events, images: bool = False) -> WorkerResult:
-        return _estimate(self.estimator, events, images)
+    def estimate(self, events: Events, images: bool = False, extra=None) -> WorkerResult:
+        return _estimate(self.kind, self.estimator, events, extra, images)
 
-    # the pipelined interface of EstimatorProcess: one window queued, estimated by collect()
+    # the pipelined interface of EstimatorProcess: one job queued, estimated by collect()
     _queue: deque
 
     @property
@@ -112,18 +228,24 @@ class InlineEstimator:
     def fits(self, count: int) -> bool:
         return True
 
-    def submit(self, events: Events, images: bool = False, skippable: bool = False) -> int:
-        self._queue.append((events, images))
+    def alive(self) -> bool:
+        return True
+
+    def submit(self, events: Events, images: bool = False, skippable: bool = False, extra=None) -> int:
+        self._queue.append((events, images, extra))
         return 0
 
     def collect(self, timeout_s: float | None = None) -> WorkerResult | None:
         if not self._queue:
             return None
-        events, images = self._queue[0]
+        events, images, extra = self._queue[0]
         try:
-            return self.estimate(events, images)
+            return self.estimate(events, images, extra)
         finally:
             self._queue.popleft()
+
+    def restart(self) -> None:
+        pass
 
     def close(self) -> None:
         pass
@@ -132,12 +254,13 @@ class InlineEstimator:
 class EstimatorProcess:
     """The estimator in a subprocess (module docstring).
 
-    calibration, settings: as for AngularVelocityEstimator (checked here first, so that a bad
-    combination raises ValueError in the caller, not in the worker); capacity_events: initial
-    size of each shared slot (grown on demand); start_timeout_s: how long the worker may take
-    to import and compile (Numba cache) before it counts as dead.
+    calibration, settings: as for the kind's estimator (checked here first, so that a bad
+    combination raises ValueError in the caller, not in the worker); kind: a name of
+    :data:`KINDS`; capacity_events: initial size of each shared slot (grown on demand);
+    start_timeout_s: how long the worker may take to import, compile (Numba cache) and warm
+    up before it counts as dead.
 
-    Blocking use: ``estimate(events)``. Pipelined use (the node): ``submit(events)`` from any
+    Blocking use: ``estimate(events, extra=...)``. Pipelined use (the node): ``submit(events)`` from any
     thread queues a window in one of ``SLOTS`` shared slots and returns at once (the worker
     starts on it as soon as it is free, without waiting for the caller); ``collect()`` from
     one thread returns the results in order. With ``skippable`` the worker skips a queued
@@ -148,9 +271,10 @@ class EstimatorProcess:
 
     SLOTS = 3
 
-    def __init__(self, calibration: Calibration, settings: AngularVelocitySettings, *,
+    def __init__(self, calibration: Calibration, settings, *, kind: str = "angular_velocity",
                  capacity_events: int = 60_000, start_timeout_s: float = 120.0):
-        AngularVelocityEstimator(calibration, settings)  # raises ValueError on a bad combination
+        self.kind = kind_named(kind)
+        self._check(calibration, settings)  # raises ValueError on a bad combination
         self._calibration, self._settings = calibration, settings
         self.start_timeout_s = float(start_timeout_s)
         self.restarts = 0
@@ -209,7 +333,7 @@ class EstimatorProcess:
         self._in_flight.clear()
         self._results.clear()
         self._call(("attach", self._memory.name, self._capacity, self.SLOTS), self.start_timeout_s)
-        self._call(("configure", self._calibration, self._settings, False), self.start_timeout_s)
+        self._call(("configure", self.kind.name, self._calibration, self._settings, False), self.start_timeout_s)
 
     def restart(self) -> None:
         """Start a fresh worker with the last configuration (after WorkerDied); windows in
@@ -296,13 +420,18 @@ class EstimatorProcess:
         how = ("still running" if code is None else f"killed by signal {-code}" if code < 0 else f"exit code {code}")
         return f"estimator process (pid {self.pid}) stopped ({how}{'; ' + str(error) if str(error or '') else ''})"
 
-    def configure(self, calibration: Calibration, settings: AngularVelocitySettings,
-                  keep_warm_start: bool = True) -> None:
+    def _check(self, calibration: Calibration, settings) -> None:
+        """ValueError naming the problem when the kind's estimator refuses these settings
+        (the light estimators are built here for that; depth checks its settings when made)."""
+        if self.kind.name != "depth":
+            self.kind.build(calibration, settings)
+
+    def configure(self, calibration: Calibration, settings, keep_warm_start: bool = True) -> None:
         """New calibration/settings; the warm start carries over when keep_warm_start.
         Raises ValueError for settings the estimator refuses (nothing changes then)."""
-        AngularVelocityEstimator(calibration, settings)
+        self._check(calibration, settings)
+        self._call(("configure", self.kind.name, calibration, settings, keep_warm_start), self.start_timeout_s)
         self._calibration, self._settings = calibration, settings
-        self._call(("configure", calibration, settings, keep_warm_start), self.start_timeout_s)
 
     def reset(self) -> None:
         """Forget the warm start (for the windows submitted after this call)."""
@@ -311,9 +440,9 @@ class EstimatorProcess:
     def can_submit(self) -> bool:
         return bool(self._free_slots)
 
-    def submit(self, events: Events, images: bool = False, skippable: bool = False) -> int:
-        """Queue one window (events in time order) for the worker; returns its token.
-        Needs a free slot (``can_submit()``)."""
+    def submit(self, events: Events, images: bool = False, skippable: bool = False, extra=None) -> int:
+        """Queue one job (events in time order, in a shared slot; ``extra`` pickled) for the
+        worker; returns its token. Needs a free slot (``can_submit()``)."""
         count = len(events)
         if count > self._capacity:
             if self._in_flight:
@@ -327,7 +456,7 @@ class EstimatorProcess:
             self._in_flight[token] = slot
         x, y, t, p = _views(self._memory.buf, self._capacity, slot)
         x[:count], y[:count], t[:count], p[:count] = events.x, events.y, events.t, events.p
-        self._send(("estimate", slot, count, images, skippable, token))
+        self._send(("estimate", slot, count, images, skippable, extra, token))
         return token
 
     def fits(self, count: int) -> bool:
@@ -350,12 +479,356 @@ class EstimatorProcess:
             raise ValueError(reply[2])
         return reply[2] if reply[0] == "result" else WorkerResult(None, 0.0)
 
-    def estimate(self, events: Events, images: bool = False) -> WorkerResult:
-        """Estimate one window in the worker and wait for it."""
+    def estimate(self, events: Events, images: bool = False, extra=None) -> WorkerResult:
+        """Estimate one job in the worker and wait for it."""
         while self._in_flight:
             self.collect()
-        self.submit(events, images)
+        self.submit(events, images, extra=extra)
         return self.collect()
+
+
+# ============================================================================ the nodes' side
+
+
+@dataclass
+class Job:
+    """One unit of work for an :class:`EstimatorRunner`: the events (through the shared slots),
+    the kind's extra input (pickled to the worker: depth's trajectory segment), the caller's
+    own ``context`` (stays in the caller, handed back with the result) and ``received_s``
+    (time.monotonic() when its last input arrived, for the latency)."""
+
+    events: Events
+    extra: Any = None
+    context: Any = None
+    received_s: float = float("nan")
+
+
+class PictureRate:
+    """Says whether the next job should bring its pictures back: only while ``watched()`` (someone
+    subscribes) and at most ``rate_hz()`` times a second (0 = never). For EstimatorRunner's
+    ``images_wanted``."""
+
+    def __init__(self, rate_hz: Callable[[], float], watched: Callable[[], bool]):
+        self._rate_hz, self._watched = rate_hz, watched
+        self._last_s = float("-inf")
+
+    def __call__(self) -> bool:
+        rate, now = self._rate_hz(), time.monotonic()
+        if rate <= 0 or now - self._last_s < 1.0 / rate or not self._watched():
+            return False
+        self._last_s = now
+        return True
+
+
+class EstimatorRunner:
+    """One estimator kind run for a node: a thread of its own keeps the engine (an
+    :class:`EstimatorProcess`, or an :class:`InlineEstimator` when ``in_process`` is false)
+    configured and fed, collects results in order and hands each to ``on_result(job,
+    result)`` (in that thread; ``result.estimate`` is never None there).
+
+    calibration, settings: the configuration the engine starts with (loading the compiled
+    code before data flows); jobs wait until :meth:`configure` gives the real one.
+    unit: the noun of the counts ("window", "keyframe"); max_pending(): jobs waiting at most,
+    the oldest dropped beyond it; skippable(): the worker may skip a job when a newer one is
+    queued behind it (queue policy "newest"); images_wanted(): ask for the kind's pictures
+    with the next job (called with the runner's lock held: must not take the caller's lock);
+    logger: info/warning/error(text); warn_once(key, text): the caller's once-only warning;
+    capacity_events: initial shared slot size (events).
+
+    A dead worker is restarted (counted in ``restarts``, its jobs in flight counted lost,
+    warm start reset); a job whose estimation raises is counted ``failed`` and warned once;
+    the node carries on either way. Thread-safe: ``push``, ``configure``, ``reset``,
+    ``clear_pending`` from any thread.
+    """
+
+    def __init__(self, kind: str, calibration: Calibration, settings, *, in_process: bool,
+                 on_result: Callable[[Job, WorkerResult], None], logger, warn_once: Callable[[str, str], None],
+                 unit: str = "window", max_pending: Callable[[], int] = lambda: 1,
+                 skippable: Callable[[], bool] = lambda: False, images_wanted: Callable[[], bool] = lambda: False,
+                 capacity_events: int = 60_000, name: str = "focus_ros_estimator"):
+        self.kind = kind_named(kind)
+        self.in_process = bool(in_process)
+        self.unit = unit
+        self._on_result, self._logger, self._warn_once = on_result, logger, warn_once
+        self._max_pending, self._skippable, self._images_wanted = max_pending, skippable, images_wanted
+        self._capacity_events = int(capacity_events)
+        self._lock = threading.Condition()
+        self._preload = (calibration, settings)
+        self._config = None               # (calibration, settings) jobs are estimated with, once known
+        self._engine = None               # EstimatorProcess or InlineEstimator, built by the thread
+        self._stale = True                # the engine must be (re)configured before the next job
+        self._reset_due = False           # the warm start must be forgotten before the next job
+        self._configuring = False         # the thread is (re)configuring the engine: no job goes in
+        self._died: WorkerDied | None = None  # noticed while submitting: the thread restarts the worker
+        self._pending: deque = deque()    # jobs waiting for the engine
+        self._submitted: deque = deque()  # handed to the engine: (job, submit time)
+        self.counts = dict(completed=0, estimated=0, dropped=0, lost=0, failed=0, restarts=0)
+        self._period = dict(estimator_s=[], estimator_cpu_s=[], round_trip_s=[], latency_s=[])
+        self._last_latency_s = float("nan")
+        self._running = True
+        self._thread = threading.Thread(target=self._work, name=name, daemon=True)
+        self._thread.start()
+
+    # ----------------------------------------------------------------- the caller's side
+    def configure(self, calibration: Calibration, settings) -> None:
+        """Estimate the next jobs with this configuration (the warm start carries over)."""
+        with self._lock:
+            self._config = (calibration, settings)
+            self._stale = True
+            self._lock.notify_all()
+
+    def reset(self) -> None:
+        """Forget the waiting jobs and the warm start (a restart of the stream)."""
+        with self._lock:
+            self._pending.clear()
+            self._reset_due = True
+            self._lock.notify_all()
+
+    def clear_pending(self) -> None:
+        with self._lock:
+            self._pending.clear()
+
+    def push(self, job: Job) -> None:
+        """Queue one job (any thread); beyond max_pending() the oldest waiting one is dropped."""
+        with self._lock:
+            self.counts["completed"] += 1
+            self._pending.append(job)
+            limit = max(int(self._max_pending()), 1)
+            while len(self._pending) > limit:
+                self._pending.popleft()
+                self.counts["dropped"] += 1
+            # straight from the caller's thread, so that the estimator process starts on the job
+            # without waiting for this runner's thread to get the GIL back
+            self._submit_pending()
+            self._lock.notify_all()
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    @property
+    def pid(self) -> int:
+        engine = self._engine
+        return (engine.pid or 0) if engine is not None else 0
+
+    def diagnostic_values(self) -> dict:
+        """The counts and the medians since the previous call, for /diagnostics: ``{unit}s_completed``,
+        ``_dropped`` (queue overflow or skipped for a newer one), ``_lost`` (in a worker that
+        died), ``_failed``, ``_pending``, ``processed_ratio`` (estimated / completed since the
+        start), ``processing_ms_per_{unit}`` and its CPU time, ``round_trip_ms_per_{unit}``
+        (submitted to result), ``latency_ms`` (last input received to result handled),
+        ``estimator_process_pid`` (0 inline) and ``worker_restarts``."""
+        with self._lock:
+            counts = dict(self.counts)
+            period = {name: values[:] for name, values in self._period.items()}
+            for values in self._period.values():
+                values.clear()
+            pending = len(self._pending)
+
+        def median_ms(values):
+            return 1e3 * float(np.median(values)) if values else float("nan")
+
+        unit = self.unit
+        return {
+            f"{unit}s_completed": counts["completed"],
+            f"{unit}s_dropped": counts["dropped"],
+            f"{unit}s_lost": counts["lost"],
+            f"{unit}s_failed": counts["failed"],
+            f"{unit}s_pending": pending,
+            "processed_ratio": counts["estimated"] / counts["completed"] if counts["completed"] else float("nan"),
+            f"processing_ms_per_{unit}": median_ms(period["estimator_s"]),
+            f"processing_cpu_ms_per_{unit}": median_ms(period["estimator_cpu_s"]),
+            f"round_trip_ms_per_{unit}": median_ms(period["round_trip_s"]),
+            "latency_ms": median_ms(period["latency_s"]) if period["latency_s"] else 1e3 * self._last_latency_s,
+            "estimator_process_pid": self.pid,
+            "worker_restarts": counts["restarts"],
+        }
+
+    def health(self) -> tuple[str, str] | None:
+        """("error" | "warn", message) when the estimation is in trouble, None when fine: the
+        estimator process not running (after a failed restart), or most jobs dropped."""
+        with self._lock:
+            counts = dict(self.counts)
+            engine_missing = self._engine is None
+        if counts["restarts"] > 0 and engine_missing:
+            return "error", "estimator process not running"
+        if counts["dropped"] > 0 and counts["dropped"] >= counts["estimated"]:
+            return "warn", f"falling behind: most {self.unit}s dropped"
+        return None
+
+    def stop(self) -> None:
+        with self._lock:
+            self._running = False
+            self._lock.notify_all()
+        self._thread.join(timeout=5.0)
+        if self._engine is not None:
+            self._engine.close()
+
+    # ----------------------------------------------------------------- the runner's thread
+    def _ready(self) -> bool:
+        return (self._engine is not None and not self._stale and not self._reset_due and not self._configuring
+                and self._died is None)
+
+    def _submit_pending(self) -> None:
+        """Hand waiting jobs to the engine while it has room (lock held)."""
+        engine = self._engine
+        if not self._ready():
+            return
+        skippable = bool(self._skippable())
+        while self._pending and engine.can_submit() and engine.in_flight < 2:
+            job = self._pending[0]
+            if not engine.fits(len(job.events)):
+                return  # the runner's thread grows the shared slots
+            try:
+                engine.submit(job.events, images=self._images_wanted(), skippable=skippable, extra=job.extra)
+            except WorkerDied as error:  # maybe in the caller's thread: the runner's thread restarts it
+                self._died = error
+                self._lock.notify_all()
+                return
+            self._pending.popleft()
+            self._submitted.append((job, time.monotonic()))
+
+    def _feed_large_job(self) -> None:
+        """A job larger than the shared slots: submitted from here, once nothing is in flight."""
+        engine = self._engine
+        with self._lock:
+            if (not self._ready() or not self._pending or engine.fits(len(self._pending[0].events))
+                    or engine.in_flight):
+                return
+            job = self._pending.popleft()
+            images = self._images_wanted()
+            self._submitted.append((job, time.monotonic()))
+            self._configuring = True  # nothing else goes in before it (results come back in order)
+        try:
+            engine.submit(job.events, images=images, extra=job.extra)
+        finally:
+            with self._lock:
+                self._configuring = False
+
+    def _work(self) -> None:
+        try:  # start the estimator now (imports, compiled code); configured once the caller knows how
+            self._prepare(*self._preload, configure=False, reset=False)
+        except Exception as error:  # noqa: BLE001 - started again once configured
+            self._logger.warning(f"estimator not started yet: {error}")
+        while self._running:
+            with self._lock:
+                engine = self._engine
+                if engine is None or engine.in_flight == 0:
+                    self._lock.wait_for(lambda: not self._running or (self._pending and self._ready()) or
+                                        self._reset_due or self._died is not None or
+                                        (self._engine is not None and self._engine.in_flight > 0) or
+                                        (self._config is not None and (self._stale or self._engine is None)),
+                                        timeout=0.5)
+                if not self._running:
+                    return
+                died, self._died = self._died, None
+            if died is not None:
+                self._restart(died)
+                continue
+            with self._lock:
+                configure = (self._stale or self._engine is None) and self._config is not None
+                reset = self._reset_due
+                self._stale = self._stale and not configure
+                self._reset_due = False
+                self._configuring = configure or reset
+                config = self._config
+            try:
+                if configure or reset:
+                    try:
+                        self._prepare(*config, configure=configure, reset=reset)
+                    finally:
+                        with self._lock:
+                            self._configuring = False
+                self._feed_large_job()
+                with self._lock:
+                    self._submit_pending()
+                engine = self._engine
+                if engine is None or engine.in_flight == 0:
+                    continue
+                result = engine.collect(timeout_s=0.2)
+                if result is None:
+                    continue
+                with self._lock:
+                    job, submitted = self._submitted.popleft()
+                    self._submit_pending()
+            except WorkerDied as error:
+                if not self._running:
+                    return
+                self._restart(error)
+                continue
+            except Exception as error:  # noqa: BLE001 - a bad job must not stop the estimation
+                if not self._running:
+                    return
+                self._warn_once("estimate_failed", f"estimation failed on a {self.unit}: {error}")
+                with self._lock:
+                    self.counts["failed"] += 1
+                    if self._engine is not None and len(self._submitted) > self._engine.in_flight:
+                        self._submitted.popleft()
+                continue
+            if result.estimate is None:  # skipped by the worker for a newer job
+                with self._lock:
+                    self.counts["dropped"] += 1
+                continue
+            round_trip_s = time.monotonic() - submitted
+            try:
+                self._on_result(job, result)
+            except Exception as error:  # noqa: BLE001 - e.g. publishing while shutting down
+                if not self._running:
+                    return
+                self._warn_once("result_failed", f"handling a {self.unit}'s result failed: {error}")
+            latency_s = time.monotonic() - job.received_s
+            with self._lock:
+                self.counts["estimated"] += 1
+                self._period["estimator_s"].append(result.estimator_s)
+                self._period["estimator_cpu_s"].append(result.estimator_cpu_s)
+                self._period["round_trip_s"].append(round_trip_s)
+                if latency_s == latency_s:
+                    self._period["latency_s"].append(latency_s)
+                    self._last_latency_s = latency_s
+
+    def _prepare(self, calibration, settings, configure: bool, reset: bool) -> None:
+        """Start the engine (process or inline) or bring it up to date (runner's thread)."""
+        if self._engine is None:
+            if self.in_process:
+                engine = EstimatorProcess(calibration, settings, kind=self.kind.name,
+                                          capacity_events=self._capacity_events)
+                self._logger.info(f"estimator running in process {engine.pid}")
+            else:
+                engine = InlineEstimator(calibration, settings, kind=self.kind.name)
+            with self._lock:
+                self._engine = engine
+            return
+        if configure:
+            try:
+                self._engine.configure(calibration, settings)
+            except ValueError as error:  # checked when set; kept as a last resort
+                self._logger.error(f"settings not usable: {error}; keeping the previous ones")
+        if reset:
+            self._engine.reset()
+
+    def _restart(self, error: Exception) -> None:
+        """The estimator process died: say so, count it, start a new one (runner's thread)."""
+        with self._lock:
+            lost = len(self._submitted)
+            self._submitted.clear()
+            self.counts["lost"] += lost
+            self.counts["restarts"] += 1
+            self._configuring = True  # no job goes in before the new worker is configured
+        self._logger.error(f"{error}: restarting it ({lost} {self.unit}(s) in progress lost, warm start reset)")
+        try:
+            self._engine.restart()
+            self._logger.info(f"estimator running in process {self._engine.pid}")
+            with self._lock:
+                self._configuring = False
+                self._submit_pending()
+        except (WorkerDied, OSError) as again:
+            self._logger.error(f"could not restart the estimator process: {again}; retrying in 1 s")
+            self._engine.close()
+            with self._lock:
+                self._engine = None
+                self._stale = True
+                self._configuring = False
+            time.sleep(1.0)
 
 
 def _unlink(memory: shared_memory.SharedMemory) -> None:
@@ -401,6 +874,8 @@ def serve(read_fd: int, write_fd: int) -> None:
     """The worker's loop: answer commands in order until "stop" or the parent goes away. An
     estimate marked skippable is skipped (answered "skipped") when a newer estimate is
     already queued behind it with no other command in between."""
+    # Ctrl-C reaches the whole process group: the parent decides when this worker ends
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:  # OpenCV (the spatial losses' filters) on one thread too: small images, busy cores
         import cv2
         cv2.setNumThreads(1)
@@ -408,7 +883,8 @@ def serve(read_fd: int, write_fd: int) -> None:
         pass
     connection = _Duplex(read_fd, write_fd)
     memory = None
-    estimator: AngularVelocityEstimator | None = None
+    kind: EstimatorKind | None = None
+    estimator = None
     capacity = 0
     queued: deque = deque()
     while True:
@@ -420,41 +896,44 @@ def serve(read_fd: int, write_fd: int) -> None:
         except (EOFError, OSError):
             break  # the parent is gone
         command = queued.popleft()
-        kind = command[0]
+        verb = command[0]
         try:
-            if kind == "stop":
+            if verb == "stop":
                 break
-            if kind == "attach":
+            if verb == "attach":
                 if memory is not None:
-                    memory.close()
+                    try:
+                        memory.close()
+                    except BufferError:  # a view still held somewhere: the old mapping stays until exit
+                        pass
                 memory = _attach(command[1])
                 capacity = command[2]
                 reply = ("ok",)
-            elif kind == "configure":
-                _, calibration, settings, keep_warm_start = command
-                previous = estimator
-                estimator = AngularVelocityEstimator(calibration, settings)
-                if keep_warm_start and previous is not None and not estimator.degenerate_reason:
-                    estimator.previous = previous.previous
+            elif verb == "configure":
+                _, name, calibration, settings, keep_warm_start = command
+                new_kind = kind_named(name)
+                previous = estimator if new_kind is kind else None
+                estimator = _configured(new_kind, previous, calibration, settings, keep_warm_start)
+                kind = new_kind
                 reply = ("ok",)
-            elif kind == "reset":
-                estimator.reset()
+            elif verb == "reset":
+                _reset(estimator)
                 reply = ("ok",)
-            elif kind == "estimate":
-                _, slot, count, images, skippable, token = command
+            elif verb == "estimate":
+                _, slot, count, images, skippable, extra, token = command
                 if skippable and queued and queued[0][0] == "estimate":
                     reply = ("skipped", token)
                 else:
                     x, y, t, p = _views(memory.buf, capacity, slot)
                     # views, no copies: the parent reuses a slot only after its answer, and the
-                    # estimator keeps nothing of a window's arrays (set_events copies what it needs)
+                    # estimators keep nothing of a job's arrays (they copy what they need)
                     events = Events(x[:count], y[:count], t[:count], p[:count])
-                    reply = ("result", token, _estimate(estimator, events, images))
+                    reply = ("result", token, _estimate(kind, estimator, events, extra, images))
             else:
-                reply = ("error", f"unknown command {kind!r}")
+                reply = ("error", f"unknown command {verb!r}")
         except Exception as error:  # noqa: BLE001 - reported to the parent, the worker carries on
             text = f"{type(error).__name__}: {error}"
-            reply = ("failed", command[-1], text) if kind == "estimate" else ("error", text)
+            reply = ("failed", command[-1], text) if verb == "estimate" else ("error", text)
         try:
             connection.send(reply)
         except OSError:

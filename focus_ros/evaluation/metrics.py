@@ -8,7 +8,10 @@ For the windows w = 1..W with an estimate, the error is e_w = ω_est(t_ref,w) �
 - RMS: sqrt(mean of all 3W squared components) (so RMS² = μ² + σ² with σ the
   population standard deviation);
 - RMS as a percentage of the peak |ω| component of the ground truth over the evaluated
-  time span (the paper's "2.7 % of |ω_max| = 670 deg/s").
+  time span (the paper's "2.7 % of |ω_max| = 670 deg/s");
+- the distribution of the per-window error |e_w| (norm of the 3-vector): median, 90th
+  percentile, maximum, and the windows above 5 times the median (one wrong window hides in
+  an RMS).
 
 Windows whose estimate is NaN (degenerate) or whose ground truth is NaN (outside its
 span) are left out and counted.
@@ -32,6 +35,12 @@ class ErrorStatistics:
     rms_percent_of_peak: float
     windows: int
     used: int
+    #: per-window error norms |e_w| (deg/s): median, 90th percentile, maximum
+    median_norm: float = float("nan")
+    p90_norm: float = float("nan")
+    max_norm: float = float("nan")
+    #: windows with |e_w| above 5 times the median
+    above_5x_median: int = 0
 
 
 def errors_deg_s(estimates_rad_s, truth_rad_s) -> np.ndarray:
@@ -56,6 +65,10 @@ def error_statistics(estimates_rad_s, truth_rad_s, peak_deg_s: float) -> ErrorSt
     pooled = used.ravel()
     rms = float(np.sqrt(np.mean(pooled ** 2)))
     percent = 100.0 * rms / peak_deg_s if peak_deg_s and np.isfinite(peak_deg_s) else float("nan")
+    norms = np.linalg.norm(used, axis=1)
+    median = float(np.median(norms))
     return ErrorStatistics(rms_per_axis=np.sqrt(np.mean(used ** 2, axis=0)), mean=float(pooled.mean()),
                            std=float(pooled.std()), rms=rms, rms_percent_of_peak=percent,
-                           windows=len(errors), used=int(usable.sum()))
+                           windows=len(errors), used=int(usable.sum()), median_norm=median,
+                           p90_norm=float(np.percentile(norms, 90)), max_norm=float(norms.max()),
+                           above_5x_median=int((norms > 5 * median).sum()))

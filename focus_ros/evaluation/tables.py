@@ -22,7 +22,8 @@ POLARITY_HEADINGS = {"without": "w/o", "with": "w/"}
 
 CSV_COLUMNS = ("loss", "title", "polarity", "status", "windows", "used_windows", "degenerate_windows",
                "error_x", "error_y", "error_z", "mean", "std", "rms", "rms_percent_of_peak", "peak_deg_s",
-               "us_per_evaluation", "us_per_loss_evaluation", "mean_wx", "mean_wy", "mean_wz")
+               "us_per_evaluation", "us_per_loss_evaluation", "mean_wx", "mean_wy", "mean_wz",
+               "median_error_norm", "p90_error_norm", "max_error_norm", "windows_above_5x_median")
 
 
 @dataclass
@@ -58,7 +59,10 @@ class TableRow:
                           error_x=_number(statistics.rms_per_axis[0]), error_y=_number(statistics.rms_per_axis[1]),
                           error_z=_number(statistics.rms_per_axis[2]), mean=_number(statistics.mean),
                           std=_number(statistics.std), rms=_number(statistics.rms),
-                          rms_percent_of_peak=_number(statistics.rms_percent_of_peak))
+                          rms_percent_of_peak=_number(statistics.rms_percent_of_peak),
+                          median_error_norm=_number(statistics.median_norm), p90_error_norm=_number(statistics.p90_norm),
+                          max_error_norm=_number(statistics.max_norm),
+                          windows_above_5x_median=statistics.above_5x_median)
         record.update(peak_deg_s=_number(self.peak_deg_s), us_per_evaluation=_number(self.us_per_evaluation),
                       us_per_loss_evaluation=_number(self.us_per_loss_evaluation),
                       mean_wx=_number(self.mean_estimate_deg_s[0]), mean_wy=_number(self.mean_estimate_deg_s[1]),
@@ -166,6 +170,31 @@ def markdown_details(rows: list[TableRow], modes=POLARITY_MODES) -> str:
             cells += [_cell(v) for v in statistics.rms_per_axis]
             cells += [_cell(statistics.mean), _cell(statistics.std), _cell(statistics.rms),
                       _cell(statistics.rms_percent_of_peak), f"{statistics.used}/{statistics.windows}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def markdown_distribution(rows: list[TableRow], modes=POLARITY_MODES) -> str:
+    """Per-window error distribution per mode: median, 90th percentile and maximum of |e_w|
+    (deg/s), max / median and the windows above 5x the median."""
+    grouped = _by_loss(rows)
+    header = ["Focus loss"]
+    for mode in modes:
+        heading = POLARITY_HEADINGS[mode]
+        header += [f"median {heading}", f"p90 {heading}", f"max {heading}", f"max/median {heading}",
+                   f"> 5x median {heading}"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" + "---:|" * (len(header) - 1)]
+    for loss, by_mode in grouped.items():
+        cells = [next(iter(by_mode.values())).title]
+        for mode in modes:
+            row = by_mode.get(mode)
+            statistics = row.statistics if row is not None and row.status == "ok" else None
+            if statistics is None or not math.isfinite(statistics.median_norm):
+                cells += ["-"] * 5
+                continue
+            ratio = statistics.max_norm / statistics.median_norm if statistics.median_norm > 0 else math.inf
+            cells += [_cell(statistics.median_norm), _cell(statistics.p90_norm), _cell(statistics.max_norm, 1),
+                      _cell(ratio, 1), str(statistics.above_5x_median)]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

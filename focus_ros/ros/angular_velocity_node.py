@@ -17,9 +17,10 @@ shared with the other nodes.
 
 Keeping up: the subscription callback only decodes, checks and cuts windows, and hands each
 complete window to the estimator through shared memory; the estimator runs in a process of
-its own (``estimator_process``, default; see focus_ros.estimators.worker) so that its time
-per window does not depend on the executor thread, and a worker thread of the node collects
-its results and publishes them. A dead estimator process is restarted and counted. When
+its own (``estimator_process``, default) so that its time per window does not depend on the
+executor thread, and a thread of the node collects its results and publishes them
+(:class:`~focus_ros.estimators.worker.EstimatorRunner`, the execution model of all three
+nodes). A dead estimator process is restarted and counted. When
 windows complete faster than they are estimated, the newest one is taken, the warm start
 kept, and the skipped ones counted as dropped (``queue_policy: newest``, for live use); with
 ``queue_policy: all`` (bag evaluation) every window is processed in order, dropping the
@@ -32,11 +33,8 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
-from collections import deque
 from dataclasses import replace
 
-import numpy as np
 import rclpy
 import rclpy.executors
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
@@ -48,7 +46,7 @@ from focus_ros.camera import Calibration
 from focus_ros.estimators.angular_velocity import (ROTATION_WARPS, T_REF_CHOICES, WARM_STARTS,
                                                    AngularVelocityEstimator, AngularVelocitySettings,
                                                    degeneracy_of, real_time_settings)
-from focus_ros.estimators.worker import EstimatorProcess, InlineEstimator, WorkerDied
+from focus_ros.estimators.worker import EstimatorRunner, Job, PictureRate
 from focus_ros.iwe import KERNELS
 from focus_ros.losses import LOSSES, get_loss
 from focus_ros.optimize import OPTIMIZERS
@@ -122,22 +120,12 @@ class AngularVelocityNode(FocusNode):
         if reasons:
             raise ValueError("; ".join(reasons))
 
-        self._lock = threading.Condition()
+        self._lock = threading.Lock()
         self._calibration: Calibration | None = None
-        self._engine = None                # EstimatorProcess or InlineEstimator, built by the worker thread
-        self._engine_stale = True          # the engine must be (re)configured before the next window
-        self._engine_reset = False         # the warm start must be forgotten before the next window
-        self._configuring = False          # the worker thread is (re)configuring the engine
         self._windows = None               # CountWindowCutter or DurationWindowCutter, once configured
-        self._pending = deque()            # complete windows waiting for the worker: (window, receive time)
-        self._submitted = deque()          # handed to the estimator: (window, receive time, submit time)
-        self._last_image_time = 0.0
         self._settings_changed = False
-        self._stats = dict(windows_completed=0, windows_processed=0, windows_dropped=0, windows_lost=0,
-                           degenerate_windows=0, worker_restarts=0, last_latency_ms=float("nan"),
+        self._stats = dict(windows_processed=0, degenerate_windows=0, windows_recovered=0, windows_accelerated=0,
                            last_iterations=0, last_focus_gain=float("nan"))
-        self._period = dict(estimator_s=[], estimator_cpu_s=[], round_trip_s=[], latency_s=[])  # since last report
-        self._running = True
 
         self._twist_publisher = self.create_publisher(TwistStamped, "angular_velocity", 10)
         self._image_publishers = {
@@ -145,13 +133,23 @@ class AngularVelocityNode(FocusNode):
             "compensated": self.create_publisher(Image, "iwe/compensated", 1),
         }
         self._diagnostics_publisher = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        # the estimator (process or inline) starts now with a stand-in calibration, so that its
+        # compiled code is loaded before data flows; windows wait for the real configuration
+        self._runner = EstimatorRunner(
+            "angular_velocity", Calibration.davis240c(), self._estimator_settings(),
+            in_process=self.get_parameter("estimator_process").value, on_result=self._publish,
+            logger=self.get_logger(), warn_once=lambda key, text: self._input.warn_once(key, text), unit="window",
+            max_pending=lambda: (1 if self.get_parameter("queue_policy").value == "newest"
+                                 else self.get_parameter("max_pending_windows").value),
+            skippable=lambda: self.get_parameter("queue_policy").value == "newest",
+            images_wanted=PictureRate(lambda: self.get_parameter("image_rate_hz").value,
+                                      lambda: any(publisher.get_subscription_count() > 0
+                                                  for publisher in self._image_publishers.values())))
         self._input = EventInput(self, self._on_events, self._on_calibration)
         self._warn_once = self._input.warn_once
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.create_timer(1.0, self._publish_diagnostics)
 
-        self._worker = threading.Thread(target=self._work, name="focus_ros_estimator", daemon=True)
-        self._worker.start()
         self.get_logger().info(
             f"waiting for {self._input.message_type} on '{self._input.events_topic}' and camera_info on "
             f"'{self._input.camera_info_topic}'; publishing rad/s on '{self.resolve_topic_name('angular_velocity')}'")
@@ -210,175 +208,35 @@ class AngularVelocityNode(FocusNode):
     def _on_calibration(self, calibration: Calibration, source: str) -> None:
         with self._lock:
             self._calibration = calibration
-            self._settings_changed = True
-            self._lock.notify()
+            self._apply_settings()
 
     def _on_events(self, batch: EventBatch) -> None:
-        """Window and queue one guarded batch (executor thread)."""
+        """Window one guarded batch and hand complete windows to the runner (executor thread);
+        the runner's queue policy: "newest" keeps at most one waiting window, "all" up to
+        max_pending_windows."""
         with self._lock:
             if self._settings_changed:
                 self._apply_settings()
             if batch.restart:
                 self._windows.reset()
-                self._pending.clear()
-                self._engine_reset = True
-            # queue policy "newest": at most one window waits (the newest); "all": up to max_pending_windows
-            limit = 1 if self.get_parameter("queue_policy").value == "newest" else \
-                self.get_parameter("max_pending_windows").value
+                self._runner.reset()
             for window in self._windows.push(batch.events):
-                self._stats["windows_completed"] += 1
-                self._pending.append((window, batch.received_s))
-                if len(self._pending) > limit:
-                    self._pending.popleft()
-                    self._stats["windows_dropped"] += 1
-            if self._pending:
-                self._submit_pending()
-                self._lock.notify()
-
-    def _submit_pending(self) -> None:
-        """Hand queued windows to the estimator while it has room (lock held; executor or worker
-        thread). Straight from the executor thread, so that the estimator process starts on a
-        window without waiting for the worker thread to get the GIL back."""
-        engine = self._engine
-        if engine is None or self._engine_stale or self._engine_reset or self._configuring:
-            return
-        newest = self.get_parameter("queue_policy").value == "newest"
-        while self._pending and engine.can_submit() and engine.in_flight < 2:
-            window, received = self._pending[0]
-            if not engine.fits(len(window)):
-                return  # the worker thread grows the shared slots
-            self._pending.popleft()
-            engine.submit(window, images=self._images_wanted(), skippable=newest)
-            self._submitted.append((window, received, time.monotonic()))
+                self._runner.push(Job(window, context=window, received_s=batch.received_s))
 
     def _apply_settings(self) -> None:
-        """New parameters or calibration: new windows now, the engine before the next window (lock held)."""
+        """New parameters or calibration: new windows now, the estimator before the next window (lock held)."""
         self._settings_changed = False
         self._windows = self._make_windows()
-        self._pending.clear()
-        self._engine_stale = True
         settings = self._estimator_settings()
+        self._runner.clear_pending()
+        self._runner.configure(self._calibration, settings)
         reason = degeneracy_of(get_loss(settings.loss), settings.use_polarity)
         if reason:
             self.get_logger().error(f"loss '{settings.loss}': {reason}")
         self.get_logger().info(f"estimating with loss '{settings.loss}', polarity {settings.use_polarity}, "
                                f"windows of {self._window_description()}")
 
-    # ----------------------------------------------------------------- work
-    def _work(self) -> None:
-        """Worker thread: keep the estimator configured and fed, collect its results, publish."""
-        try:  # start the estimator now (imports, compiled code), configured once the calibration is known
-            self._prepare_engine(Calibration.davis240c(), self._estimator_settings(), True, False)
-        except Exception as error:  # noqa: BLE001 - started again once the calibration is known
-            self.get_logger().warning(f"estimator not started yet: {error}")
-        while self._running:
-            with self._lock:
-                engine = self._engine
-                busy = engine is not None and engine.in_flight > 0
-                if not busy:
-                    self._lock.wait_for(lambda: not self._running or self._pending or self._engine_reset or
-                                        (self._engine is not None and self._engine.in_flight > 0) or
-                                        (self._calibration is not None and
-                                         (self._settings_changed or self._engine_stale)), timeout=0.5)
-                if not self._running:
-                    return
-                if self._settings_changed and self._calibration is not None:
-                    self._apply_settings()
-                configure = (self._engine_stale or self._engine is None) and self._calibration is not None
-                reset = self._engine_reset
-                self._engine_stale = self._engine_stale and not configure
-                self._engine_reset = False
-                self._configuring = configure or reset  # no window goes in meanwhile
-                calibration = self._calibration
-                settings = self._estimator_settings() if configure else None
-            try:
-                if configure or reset:
-                    try:
-                        self._prepare_engine(calibration, settings, configure, reset)
-                    finally:
-                        with self._lock:
-                            self._configuring = False
-                self._feed_large_window()
-                with self._lock:
-                    self._submit_pending()
-                engine = self._engine
-                if engine is None or engine.in_flight == 0:
-                    continue
-                result = engine.collect(timeout_s=0.2)
-                if result is None:
-                    continue
-                with self._lock:
-                    window, received, submitted = self._submitted.popleft()
-                    self._submit_pending()
-            except WorkerDied as error:
-                if not self._running:
-                    return
-                self._restart_engine(error)
-                continue
-            except Exception as error:  # noqa: BLE001 - a bad window must not kill the node
-                if not self.context.ok():
-                    return  # shutting down: publishers are gone
-                self._warn_once("estimate_failed", f"estimation failed on a window: {error}")
-                with self._lock:
-                    if self._engine is not None and len(self._submitted) > self._engine.in_flight:
-                        self._submitted.popleft()
-                continue
-            if result.estimate is None:  # skipped by the estimator for a newer window
-                with self._lock:
-                    self._stats["windows_dropped"] += 1
-                continue
-            self._update_gap_limit(window)
-            self._publish(result, received, time.monotonic() - submitted)
-
-    def _feed_large_window(self) -> None:
-        """A window larger than the shared slots: submitted from here, once nothing is in flight."""
-        engine = self._engine
-        with self._lock:
-            if (engine is None or not self._pending or engine.fits(len(self._pending[0][0]))
-                    or engine.in_flight or self._engine_stale or self._engine_reset or self._configuring):
-                return
-            window, received = self._pending.popleft()
-        engine.submit(window, images=self._images_wanted())
-        with self._lock:
-            self._submitted.append((window, received, time.monotonic()))
-
-    def _prepare_engine(self, calibration, settings, configure: bool, reset: bool) -> None:
-        """Start the estimator (process or inline) or bring it up to date (worker thread)."""
-        if self._engine is None:
-            if self.get_parameter("estimator_process").value:
-                engine = EstimatorProcess(calibration, settings)
-                self.get_logger().info(f"estimator running in process {engine.pid}")
-            else:
-                engine = InlineEstimator(calibration, settings)
-            with self._lock:
-                self._engine = engine
-            return
-        if configure:
-            try:
-                self._engine.configure(calibration, settings)
-            except ValueError as error:  # checked when set; kept as a last resort
-                self.get_logger().error(f"settings not usable: {error}; keeping the previous ones")
-        if reset:
-            self._engine.reset()
-
-    def _restart_engine(self, error: Exception) -> None:
-        """The estimator process died: say so, count it, start a new one (worker thread)."""
-        with self._lock:
-            lost = len(self._submitted)
-            self._submitted.clear()
-            self._stats["windows_lost"] += lost
-            self._stats["worker_restarts"] += 1
-        self.get_logger().error(f"{error}: restarting it ({lost} window(s) in progress lost, warm start reset)")
-        try:
-            self._engine.restart()
-            self.get_logger().info(f"estimator running in process {self._engine.pid}")
-        except (WorkerDied, OSError) as again:
-            self.get_logger().error(f"could not restart the estimator process: {again}; retrying in 1 s")
-            self._engine.close()
-            with self._lock:
-                self._engine = None
-            time.sleep(1.0)
-
+    # ----------------------------------------------------------------- results
     def _update_gap_limit(self, window) -> None:
         """A gap longer than gap_reset_windows window durations restarts the windows too,
         so that no window mixes events from both sides of it."""
@@ -393,14 +251,15 @@ class AngularVelocityNode(FocusNode):
         return (f"{self.get_parameter('window_events').value} events, stride "
                 f"{self.get_parameter('window_stride_events').value or self.get_parameter('window_events').value}")
 
-    def _publish(self, result, received: float, round_trip_s: float) -> None:
+    def _publish(self, job: Job, result) -> None:
+        """One window's estimate (the runner's thread)."""
+        self._update_gap_limit(job.context)
         estimate = result.estimate
         frame_id = self.get_parameter("frame_id").value or self._input.frame_id
         stamp = messages.time_from_ns(estimate.t_ref_ns)
-        with self._lock:
-            self._period["estimator_s"].append(result.estimator_s)
-            self._period["estimator_cpu_s"].append(result.estimator_cpu_s)
-            self._period["round_trip_s"].append(round_trip_s)
+        with self._lock:  # re-solved as doubtful optima / with an angular acceleration (estimator checks)
+            self._stats["windows_recovered"] += int(estimate.recovered)
+            self._stats["windows_accelerated"] += int(estimate.angular_acceleration is not None)
         if estimate.degenerate:
             with self._lock:
                 self._stats["degenerate_windows"] += 1
@@ -412,11 +271,8 @@ class AngularVelocityNode(FocusNode):
         twist.twist.angular.x, twist.twist.angular.y, twist.twist.angular.z = (
             float(v) for v in estimate.angular_velocity)
         self._twist_publisher.publish(twist)
-        latency_s = time.monotonic() - received
         with self._lock:
             self._stats["windows_processed"] += 1
-            self._stats["last_latency_ms"] = latency_s * 1e3
-            self._period["latency_s"].append(latency_s)
             self._stats["last_iterations"] = estimate.iterations
             self._stats["last_focus_gain"] = (estimate.score / estimate.score_at_zero
                                               if estimate.score_at_zero else float("nan"))
@@ -428,69 +284,33 @@ class AngularVelocityNode(FocusNode):
                 self._image_publishers[name].publish(messages.rgb_image(iwe_to_rgb(image, scale=scale), stamp,
                                                                         frame_id))
 
-    def _images_wanted(self) -> bool:
-        """True when IWE images are due (someone subscribes, image_rate_hz allows one now)."""
-        rate = self.get_parameter("image_rate_hz").value
-        now = time.monotonic()
-        if rate <= 0 or now - self._last_image_time < 1.0 / rate:
-            return False
-        if not any(publisher.get_subscription_count() > 0 for publisher in self._image_publishers.values()):
-            return False
-        self._last_image_time = now
-        return True
-
     # ----------------------------------------------------------------- diagnostics
     def _publish_diagnostics(self) -> None:
         inputs = self._input.diagnostics()
         with self._lock:
             stats = dict(self._stats)
-            period = {name: values[:] for name, values in self._period.items()}
-            for values in self._period.values():
-                values.clear()
         status = DiagnosticStatus(name=f"{self.get_name()}: angular velocity",
                                   hardware_id=frame_id_or(self._input.frame_id))
-        handled = stats["windows_processed"] + stats["degenerate_windows"]
-        if inputs["calibration_source"] == "none":
-            status.level, status.message = DiagnosticStatus.ERROR, "no calibration (camera_info or parameters)"
-        elif stats["windows_dropped"] > 0 and stats["windows_dropped"] >= handled:
-            status.level, status.message = DiagnosticStatus.WARN, "falling behind: most windows dropped"
-        elif stats["worker_restarts"] > 0 and self._engine is None:
-            status.level, status.message = DiagnosticStatus.ERROR, "estimator process not running"
-        else:
-            status.level, status.message = DiagnosticStatus.OK, "estimating"
-
-        def median_ms(values):
-            return 1e3 * float(np.median(values)) if values else float("nan")
-
+        problem = ("error", "no calibration (camera_info or parameters)") \
+            if inputs["calibration_source"] == "none" else self._runner.health()
+        status.level, status.message = messages.diagnostic_level(problem, "estimating")
+        # the runner's counts (processed_ratio: windows estimated, published or found degenerate,
+        # per window completed) and medians over the windows since the previous report
         values = {
             **inputs,
-            "windows_completed": stats["windows_completed"],
+            **self._runner.diagnostic_values(),
             "windows_processed": stats["windows_processed"],
-            # windows estimated (published or found degenerate) per window completed, since the start
-            "processed_ratio": handled / stats["windows_completed"] if stats["windows_completed"] else float("nan"),
-            "windows_dropped": stats["windows_dropped"],
-            "windows_lost": stats["windows_lost"],
             "degenerate_windows": stats["degenerate_windows"],
-            # medians over the windows since the previous report
-            "processing_ms_per_window": median_ms(period["estimator_s"]),
-            "processing_cpu_ms_per_window": median_ms(period["estimator_cpu_s"]),
-            "round_trip_ms_per_window": median_ms(period["round_trip_s"]),
-            "latency_ms": median_ms(period["latency_s"]) if period["latency_s"] else stats["last_latency_ms"],
+            "windows_recovered": stats["windows_recovered"],
+            "windows_accelerated": stats["windows_accelerated"],
             "iterations": stats["last_iterations"],
             "focus_gain": stats["last_focus_gain"],
-            "estimator_process_pid": (self._engine.pid if self._engine is not None and self._engine.pid else 0),
-            "worker_restarts": stats["worker_restarts"],
         }
         self._diagnostics_publisher.publish(
             messages.diagnostic_array(status, values, self.get_clock().now().to_msg()))
 
     def stop(self) -> None:
-        with self._lock:
-            self._running = False
-            self._lock.notify_all()
-        self._worker.join(timeout=5.0)
-        if self._engine is not None:
-            self._engine.close()
+        self._runner.stop()
 
 
 def frame_id_or(frame_id: str) -> str:

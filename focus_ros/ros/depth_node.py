@@ -9,9 +9,12 @@ camera-from-body transform (``camera_from_body.*``) turns body poses into camera
 
 Events are held until poses cover them (bounded by ``max_held_events``); then a keyframe
 selector cuts keyframes every ``keyframe_events`` events or every ``keyframe_baseline_m``
-metres of camera travel, and a worker thread (never the executor's) builds each keyframe's
-disparity space image and its depth from focus (:class:`~focus_ros.estimators.depth.DepthEstimator`).
-Per keyframe it publishes
+metres of camera travel, and the estimator builds each keyframe's disparity space image and its
+depth from focus (:class:`~focus_ros.estimators.depth.DepthEstimator`) as the other nodes' do
+(:class:`~focus_ros.estimators.worker.EstimatorRunner`): in a process of its own, the keyframe's
+events through shared memory and its poses pickled beside them (``estimator_process``, default;
+false = a thread of the node), never in the executor's thread; a dead process is restarted and
+counted in ``/diagnostics``. Per keyframe it publishes
 
 - ``depth/points`` (sensor_msgs/PointCloud2: float32 x, y, z in m, ``intensity`` = focus
   confidence, ``depth`` = m along the reference camera's optical axis), in the poses' world
@@ -20,7 +23,8 @@ Per keyframe it publishes
   REP-117/118) and ``depth/confidence`` (32FC1), frame and stamp of the reference view;
 - ``depth/image_color`` (rgb8, near red, far blue), only while someone subscribes;
 - ``/diagnostics`` once a second: events and poses received, keyframes published and
-  dropped, ms per keyframe, points per keyframe, latency, pose problems.
+  dropped, ms per keyframe (``processing_ms_per_keyframe``), points per keyframe, latency,
+  pose problems, estimator process and restarts.
 
 Pose problems (none yet, stopped, late, out of order, jumping back) and bad event messages are
 logged once, counted in ``/diagnostics``, and the node carries on with the next good data.
@@ -32,7 +36,6 @@ import sys
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
 
 import numpy as np
 import rclpy
@@ -41,8 +44,8 @@ from rcl_interfaces.msg import SetParametersResult
 from sensor_msgs.msg import Image, PointCloud2
 
 from focus_ros.camera import Calibration
-from focus_ros.depth.pictures import depth_picture, event_image
-from focus_ros.estimators.depth import DepthEstimator, DepthSettings, KeyframeSelector, depth_method_names
+from focus_ros.estimators.depth import DepthSettings, KeyframeSelector, depth_method_names
+from focus_ros.estimators.worker import EstimatorRunner, Job
 from focus_ros.events import NANOSECONDS_PER_SECOND, Events
 from focus_ros.poses import PoseError, Trajectory, pose_matrix, quaternion_to_matrix
 from focus_ros.ros import depth_messages, messages
@@ -134,31 +137,6 @@ def trajectory_segment(trajectory: Trajectory, t_first_ns: int, t_last_ns: int) 
                       trajectory.orientation_xyzw[first:last].copy(), source=trajectory.source)
 
 
-def warm_up(estimator: DepthEstimator) -> None:
-    """Run every stage of the estimator once on a small synthetic keyframe (random events,
-    a camera moving 0.1 m): the first call of each compiled stage loads it (~1 s, holding
-    the GIL), better at start-up than in the first keyframe's latency."""
-    rng = np.random.default_rng(0)
-    count = max(estimator.settings.min_events, 5000)
-    calibration = estimator.calibration
-    events = Events.from_arrays(rng.integers(0, calibration.width, count), rng.integers(0, calibration.height, count),
-                                np.linspace(0, 100_000_000, count).astype(np.int64), np.ones(count))
-    trajectory = Trajectory([0, 100_000_000], [[0.0, 0.0, 0.0], [0.1, 0.0, 0.0]], [[0.0, 0.0, 0.0, 1.0]] * 2)
-    estimator.estimate(events, trajectory)
-
-
-@dataclass
-class KeyframeJob:
-    """One keyframe waiting for the worker: its events, the poses around them (a Trajectory
-    of its own, so the worker never reads the growing one) and when its last event arrived
-    (s, time.monotonic(), for latency). The reference time is the middle of the events'
-    span, as for ``focus-ros depth``."""
-
-    events: Events
-    trajectory: Trajectory
-    last_received_s: float
-
-
 # ============================================================================ the node
 
 #: name -> (default, description, descriptor options): depth_node's own parameters (the event
@@ -180,8 +158,10 @@ PARAMETERS = {
     "pose_history_s": (30.0, "poses kept behind the newest one (s), bounding memory", {"float_range": (1.0, 1e6)}),
     "max_held_events": (5_000_000, "bound on events held until poses cover them; beyond it the oldest are "
                         "dropped and counted", {"integer_range": (1000, 100_000_000)}),
-    "max_pending_keyframes": (4, "keyframes queued for the worker at most; beyond it the oldest are dropped "
+    "max_pending_keyframes": (4, "keyframes queued for the estimator at most; beyond it the oldest are dropped "
                               "and counted", {"integer_range": (1, 1000)}),
+    "estimator_process": (True, "build the keyframes' depth in a process of its own, fed through shared memory "
+                          "(true) or in a thread of the node (false)", {"read_only": True}),
     "points_frame": ("world", "frame of depth/points: world (the poses' frame) or camera (the reference "
                      "camera frame)", {}),
     "camera_frame_id": ("", "frame of the reference camera (depth images, camera-frame clouds); empty = the "
@@ -240,21 +220,17 @@ class DepthNode(FocusNode):
         self._pose_class = depth_messages.pose_message_class(value("pose_message_type"))
         self._pose_topic = "pose" if value("pose_message_type") == "geometry_msgs/PoseStamped" else "odometry"
 
-        self._lock = threading.Condition()
+        self._lock = threading.Lock()
         self._trajectory = self._new_trajectory()
         self._world_frame = ""
         self._gate = PoseGate(value("max_held_events"))
-        self._estimator: DepthEstimator | None = None
+        self._calibration: Calibration | None = None
         self._selector = self._new_selector()
-        self._pending: deque[KeyframeJob] = deque()
-        self._running = True
         self._last_pose_received_s: float | None = None
         self._input_last_received_s = 0.0
         self._last_released_s: float | None = None
         self._stats = dict(poses_received=0, poses_out_of_order=0, poses_invalid=0, pose_restarts=0,
-                           keyframes_published=0, keyframes_dropped=0, keyframes_without_depth=0,
-                           keyframes_failed=0, last_points=0, last_latency_ms=float("nan"),
-                           processing_s_since_report=0.0, keyframes_since_report=0)
+                           keyframes_published=0, keyframes_without_depth=0, last_points=0)
 
         self._outputs = {
             "points": self.create_publisher(PointCloud2, "depth/points", 5),
@@ -263,14 +239,20 @@ class DepthNode(FocusNode):
             "image_color": self.create_publisher(Image, "depth/image_color", 5),
         }
         self._diagnostics_publisher = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        # the estimator starts now (and runs every compiled stage once on a synthetic keyframe),
+        # so that the first keyframe does not pay for loading; keyframes wait for the calibration
+        self._runner = EstimatorRunner(
+            "depth", Calibration.davis240c(), self._settings, in_process=value("estimator_process"),
+            on_result=self._publish, logger=self.get_logger(),
+            warn_once=lambda key, text: self._input.warn_once(key, text), unit="keyframe",
+            max_pending=lambda: self.get_parameter("max_pending_keyframes").value,
+            images_wanted=lambda: self._outputs["image_color"].get_subscription_count() > 0,
+            capacity_events=value("keyframe_events"), name="focus_ros_depth")
         self.create_subscription(self._pose_class, self._pose_topic, self._on_pose, 1000)
         self._input = EventInput(self, self._on_events, self._on_calibration)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.create_timer(1.0, self._publish_diagnostics)
         self.create_timer(0.1, self._flush_if_idle)
-
-        self._worker = threading.Thread(target=self._work, name="focus_ros_depth", daemon=True)
-        self._worker.start()
         self.get_logger().info(
             f"waiting for {self._input.message_type} on '{self._input.events_topic}' and "
             f"{value('pose_message_type')} on '{self.resolve_topic_name(self._pose_topic)}'; publishing "
@@ -334,8 +316,8 @@ class DepthNode(FocusNode):
                 return SetParametersResult(successful=False, reason=str(error))
             with self._lock:
                 self._settings = settings
-                if self._input.calibration is not None:
-                    self._estimator = DepthEstimator(self._input.calibration, settings)
+                if self._calibration is not None:
+                    self._runner.configure(self._calibration, settings)
                 if any(name in KEYFRAME_PARAMETERS for name in values):
                     self._selector = selector
         return SetParametersResult(successful=True)
@@ -343,8 +325,9 @@ class DepthNode(FocusNode):
     # ----------------------------------------------------------------- input
     def _on_calibration(self, calibration, source: str) -> None:
         with self._lock:
-            if self._estimator is None or self._estimator.calibration != calibration:
-                self._estimator = DepthEstimator(calibration, self._settings)
+            if self._calibration != calibration:
+                self._calibration = calibration
+                self._runner.configure(calibration, self._settings)
 
     def _on_pose(self, message) -> None:
         received_s = time.monotonic()
@@ -388,7 +371,7 @@ class DepthNode(FocusNode):
 
     def _release_covered(self) -> None:
         """Pass the events the poses cover to the keyframe selector; queue complete keyframes (lock held)."""
-        if self._estimator is None or not len(self._trajectory):
+        if self._calibration is None or not len(self._trajectory):
             return
         first, last = self._trajectory.t_range_ns
         dropped_before = self._gate.counts["events_dropped_before_first_pose"]
@@ -406,15 +389,15 @@ class DepthNode(FocusNode):
         self._selector = self._new_selector()
 
     def _queue(self, events: Events, received_s: float) -> None:
+        """One keyframe to the estimator: its events, and the poses around them as a Trajectory of
+        its own (so the estimator never reads the growing one), pickled beside the events; the
+        reference time is the middle of the events' span, as for ``focus-ros depth`` (lock held)."""
         poses = trajectory_segment(self._trajectory, int(events.t[0]), int(events.t[-1]))
-        job = KeyframeJob(events, poses, received_s)
-        self._pending.append(job)
-        if len(self._pending) > self.get_parameter("max_pending_keyframes").value:
-            self._pending.popleft()
-            self._stats["keyframes_dropped"] += 1
+        dropped = self._runner.counts["dropped"]
+        self._runner.push(Job(events, extra=poses, received_s=received_s))
+        if self._runner.counts["dropped"] > dropped:
             self._input.warn_once("keyframes_dropped", "keyframes arrive faster than they are computed: the "
                                   "oldest are dropped (max_pending_keyframes)")
-        self._lock.notify()
 
     def _flush_if_idle(self) -> None:
         """Timer: after keyframe_flush_idle_s without events, the selector's leftover events
@@ -429,45 +412,16 @@ class DepthNode(FocusNode):
             if rest is not None:
                 self._queue(rest, self._last_released_s)
 
-    # ----------------------------------------------------------------- work
-    def _work(self) -> None:
-        """Worker thread: DSI and depth of each queued keyframe, then publish."""
-        try:  # at start-up, before data flows: loading the compiled stages holds the GIL for ~1 s
-            warm_up(DepthEstimator(Calibration.davis240c(), self._settings))
-        except Exception as error:  # noqa: BLE001 - then the first keyframe pays for it
-            self._input.warn_once("warm_up", f"estimator warm-up failed: {error}")
-        while self._running:
+    # ----------------------------------------------------------------- results
+    def _publish(self, job: Job, result) -> None:
+        """One keyframe's clouds and images (the runner's thread)."""
+        keyframe = result.estimate
+        if keyframe.warning:  # too few events, no parallax: said, not turned into noise
             with self._lock:
-                self._lock.wait_for(lambda: not self._running or self._pending, timeout=0.5)
-                if not self._running:
-                    return
-                if not self._pending:
-                    continue
-                job = self._pending.popleft()
-                estimator = self._estimator
-            try:
-                started = time.monotonic()
-                keyframe = estimator.estimate(job.events, job.trajectory)
-                elapsed = time.monotonic() - started
-                with self._lock:
-                    self._stats["processing_s_since_report"] += elapsed
-                    self._stats["keyframes_since_report"] += 1
-                if keyframe.warning:  # too few events, no parallax: said, not turned into noise
-                    with self._lock:
-                        self._stats["keyframes_without_depth"] += 1
-                    self._input.warn_once("no_depth:" + keyframe.warning.split(":")[0],
-                                          f"no depth for the keyframe at {keyframe.t_ref_ns / 1e9:.6f} s: "
-                                          f"{keyframe.warning}")
-                    continue
-                self._publish(keyframe, job, estimator)
-            except Exception as error:  # noqa: BLE001 - a bad keyframe must not kill the node
-                if not self.context.ok():
-                    return  # shutting down: publishers are gone
-                with self._lock:
-                    self._stats["keyframes_failed"] += 1
-                self._input.warn_once("keyframe_failed", f"depth failed on a keyframe: {error}")
-
-    def _publish(self, keyframe, job: KeyframeJob, estimator: DepthEstimator) -> None:
+                self._stats["keyframes_without_depth"] += 1
+            self._input.warn_once("no_depth:" + keyframe.warning.split(":")[0],
+                                  f"no depth for the keyframe at {keyframe.t_ref_ns / 1e9:.6f} s: {keyframe.warning}")
+            return
         stamp = messages.time_from_ns(keyframe.t_ref_ns)
         camera_frame = self.get_parameter("camera_frame_id").value or self._input.frame_id or "event_camera"
         points = keyframe.points_world
@@ -482,15 +436,11 @@ class DepthNode(FocusNode):
         self._outputs["image"].publish(depth_messages.float_image(keyframe.depth_m, stamp, camera_frame))
         self._outputs["confidence"].publish(depth_messages.float_image(keyframe.confidence, stamp,
                                                                           camera_frame))
-        if self._outputs["image_color"].get_subscription_count() > 0:  # for people: only when watched
-            settings = estimator.settings
-            rgb = depth_picture(keyframe.depth_m, event_image(estimator.dsi.votes), settings.z_min_m,
-                                settings.z_max_m)
-            self._outputs["image_color"].publish(messages.rgb_image(rgb, stamp, camera_frame))
+        if result.images is not None:  # for people, only when watched: drawn where the estimator ran
+            self._outputs["image_color"].publish(messages.rgb_image(result.images[0], stamp, camera_frame))
         with self._lock:
             self._stats["keyframes_published"] += 1
             self._stats["last_points"] = len(points)
-            self._stats["last_latency_ms"] = (time.monotonic() - job.last_received_s) * 1e3
 
     # ----------------------------------------------------------------- diagnostics
     def _pose_problem(self, now: float) -> str:
@@ -510,26 +460,21 @@ class DepthNode(FocusNode):
         now = time.monotonic()
         with self._lock:
             stats = dict(self._stats)
-            self._stats["processing_s_since_report"] = 0.0
-            self._stats["keyframes_since_report"] = 0
             pose_problem = self._pose_problem(now)
             held = self._gate.held_events
             gate_counts = dict(self._gate.counts)
-            pending = len(self._pending)
         if pose_problem:
             self._input.warn_once("pose_problem:" + pose_problem.split(" ")[1], pose_problem)
         input_values = self._input.diagnostics()
         status = DiagnosticStatus(name=f"{self.get_name()}: depth", hardware_id=self._input.frame_id or "event_camera")
         if input_values["calibration_source"] == "none":
-            status.level, status.message = DiagnosticStatus.ERROR, "no calibration (camera_info or parameters)"
-        elif pose_problem:
-            status.level, status.message = DiagnosticStatus.WARN, pose_problem
-        elif stats["keyframes_dropped"] > 0 and stats["keyframes_dropped"] >= stats["keyframes_published"]:
-            status.level, status.message = DiagnosticStatus.WARN, "falling behind: most keyframes dropped"
+            problem = ("error", "no calibration (camera_info or parameters)")
         else:
-            status.level, status.message = DiagnosticStatus.OK, "estimating depth"
+            problem = ("warn", pose_problem) if pose_problem else self._runner.health()
+        status.level, status.message = messages.diagnostic_level(problem, "estimating depth")
         values = {
             **input_values,
+            **self._runner.diagnostic_values(),
             "poses_received": stats["poses_received"],
             "poses_out_of_order": stats["poses_out_of_order"],
             "poses_invalid": stats["poses_invalid"],
@@ -537,23 +482,14 @@ class DepthNode(FocusNode):
             "events_held_for_poses": held,
             **gate_counts,
             "keyframes_published": stats["keyframes_published"],
-            "keyframes_pending": pending,
-            "keyframes_dropped": stats["keyframes_dropped"],
             "keyframes_without_depth": stats["keyframes_without_depth"],
-            "keyframes_failed": stats["keyframes_failed"],
-            "ms_per_keyframe": (1e3 * stats["processing_s_since_report"] / stats["keyframes_since_report"]
-                                if stats["keyframes_since_report"] else float("nan")),
             "points_per_keyframe": stats["last_points"],
-            "latency_ms": stats["last_latency_ms"],
         }
         self._diagnostics_publisher.publish(
             messages.diagnostic_array(status, values, self.get_clock().now().to_msg()))
 
     def stop(self) -> None:
-        with self._lock:
-            self._running = False
-            self._lock.notify_all()
-        self._worker.join(timeout=5.0)
+        self._runner.stop()
 
 
 def main(argv=None) -> int:

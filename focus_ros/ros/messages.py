@@ -93,6 +93,14 @@ def rgb_image(rgb: np.ndarray, stamp: Time, frame_id: str) -> Image:
     return message
 
 
+def diagnostic_level(problem: tuple[str, str] | None, ok_message: str) -> tuple[int, str]:
+    """(DiagnosticStatus level, message) of ``problem`` ("error" | "warn", message), or OK with
+    ``ok_message`` when None (e.g. :meth:`~focus_ros.estimators.worker.EstimatorRunner.health`)."""
+    if problem is None:
+        return DiagnosticStatus.OK, ok_message
+    return {"error": DiagnosticStatus.ERROR, "warn": DiagnosticStatus.WARN}[problem[0]], problem[1]
+
+
 def diagnostic_array(status: DiagnosticStatus, values: dict, stamp: Time) -> DiagnosticArray:
     """``status`` carrying ``values`` as key/value strings (floats to 4 significant digits),
     in a DiagnosticArray stamped ``stamp``: the one way every node reports on ``/diagnostics``."""

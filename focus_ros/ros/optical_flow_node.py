@@ -21,16 +21,17 @@ same as ``focus-ros flow``). Publishes
   ``patches_valid``, ``patches_few_events``, ``patches_flat``, ``patches_aperture``,
   ``patches_out_of_range``).
 
-A worker thread estimates; with ``queue_policy: newest`` (live) it skips to the newest complete
-window and counts the skipped ones as dropped, with ``all`` (bags) it processes every window.
+The estimator runs as the angular velocity node's does (:class:`~focus_ros.estimators.worker.EstimatorRunner`):
+in a process of its own fed through shared memory (``estimator_process``, default; false = a
+thread of the node), a dead process restarted and counted in ``/diagnostics``. With
+``queue_policy: newest`` (live) it skips to the newest complete window and counts the skipped
+ones as dropped, with ``all`` (bags) it processes every window.
 """
 
 from __future__ import annotations
 
 import sys
 import threading
-import time
-from collections import deque
 
 import numpy as np
 import rclpy
@@ -38,8 +39,10 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from rcl_interfaces.msg import SetParametersResult
 from sensor_msgs.msg import Image
 
+from focus_ros.camera import Calibration
 from focus_ros.estimators.optical_flow import (APERTURE, FEW_EVENTS, FLAT, OUT_OF_RANGE, REASONS, T_REF_CHOICES, VALID,
                                                OpticalFlowEstimator, OpticalFlowSettings)
+from focus_ros.estimators.worker import EstimatorRunner, Job, PictureRate
 from focus_ros.losses import LOSSES
 from focus_ros.ros import messages
 from focus_ros.ros.entry_point import run_node
@@ -77,6 +80,9 @@ PARAMETERS = {
     "blur_sigma_px": (-1.0, "IWE blur (px, at most 1); -1 = the loss's default (1 px spatial losses, else 0)",
                       {"float_range": (-1.0, 1.0)}),
     "reference_time": (DEFAULTS.t_ref, "window reference time: start, middle or end", {}),
+    "estimator_process": (True, "run the estimator in a process of its own, fed through shared memory (true: "
+                          "its time per window does not depend on the executor thread's load) or in a thread "
+                          "of the node (false)", {"read_only": True}),
     "image_rate_hz": (5.0, "flow pictures per second at most (only while subscribed); 0 = never",
                       {"float_range": (0.0, 1000.0)}),
     "frame_id": ("", "output frame; empty = the frame of the events", {}),
@@ -107,25 +113,27 @@ class OpticalFlowNode(FocusNode):
         for name, (default, description, options) in PARAMETERS.items():
             self.declare_parameter(name, default, descriptor(description, **options))
         self._check({name: self.get_parameter(name).value for name in PARAMETERS})
-        self._lock = threading.Condition()
-        self._size: tuple[int, int] | None = None
-        self._estimator: OpticalFlowEstimator | None = None
+        self._lock = threading.Lock()
+        self._calibration: Calibration | None = None
         self._windows = None
-        self._pending: deque = deque()
         self._settings_changed = False
-        self._last_image_time = 0.0
-        self._stats = dict(windows_processed=0, windows_dropped=0, last_latency_ms=float("nan"),
-                           last_valid_share=float("nan"), last_reasons=np.zeros(len(REASONS), dtype=np.int64),
-                           processing_s=0.0, windows_since_report=0)
-        self._running = True
+        self._stats = dict(windows_processed=0, last_valid_share=float("nan"),
+                           last_reasons=np.zeros(len(REASONS), dtype=np.int64))
         self._flow_publisher = self.create_publisher(Image, "optical_flow", 10)
         self._image_publisher = self.create_publisher(Image, "optical_flow/image", 1)
         self._diagnostics_publisher = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        newest = lambda: self.get_parameter("queue_policy").value == "newest"  # noqa: E731
+        self._runner = EstimatorRunner(
+            "optical_flow", Calibration.davis240c(), self._settings(),
+            in_process=self.get_parameter("estimator_process").value, on_result=self._publish,
+            logger=self.get_logger(), warn_once=lambda key, text: self._input.warn_once(key, text),
+            unit="window", max_pending=lambda: 1 if newest() else self.get_parameter("max_pending_windows").value,
+            skippable=newest, name="focus_ros_flow",
+            images_wanted=PictureRate(lambda: self.get_parameter("image_rate_hz").value,
+                                      lambda: self._image_publisher.get_subscription_count() > 0))
         self._input = EventInput(self, self._on_events, self._on_calibration)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.create_timer(1.0, self._publish_diagnostics)
-        self._worker = threading.Thread(target=self._work, name="focus_ros_flow", daemon=True)
-        self._worker.start()
         self.get_logger().info(f"waiting for {self._input.message_type} on '{self._input.events_topic}'; "
                                f"publishing 32FC2 px/s on '{self.resolve_topic_name('optical_flow')}'")
 
@@ -155,7 +163,8 @@ class OpticalFlowNode(FocusNode):
     def _on_set_parameters(self, parameters) -> SetParametersResult:
         values = {p.name: p.value for p in parameters}
         try:
-            self._check(values, self._size or (240, 180))
+            self._check(values, (self._calibration.width, self._calibration.height) if self._calibration
+                        else (240, 180))
         except ValueError as error:
             return SetParametersResult(successful=False, reason=str(error))
         if any(name in values for name in ESTIMATOR_PARAMETERS + ("window_events",)):
@@ -164,119 +173,74 @@ class OpticalFlowNode(FocusNode):
         return SetParametersResult(successful=True)
 
     def _reconfigure(self) -> None:
-        """(Re)build the estimator and the windows (lock held)."""
+        """New estimator settings (for the next window) and new windows (lock held)."""
         self._settings_changed = False
-        try:
-            self._estimator = OpticalFlowEstimator(*self._size, self._settings())
+        settings = self._settings()
+        try:  # checked when set; kept as a last resort
+            grid = OpticalFlowEstimator(self._calibration.width, self._calibration.height, settings).grid
         except ValueError as error:
             self.get_logger().error(f"settings not usable: {error}; keeping the previous ones")
             return
         duration = self.get_parameter("window_duration_s").value
         self._windows = (DurationWindowCutter(int(round(duration * 1e9))) if duration > 0
                          else CountWindowCutter(self.get_parameter("window_events").value))
-        self._pending.clear()
-        grid = self._estimator.grid
-        self.get_logger().info(f"patch flow with loss '{self._estimator.settings.loss}': {grid.columns}x{grid.rows} "
+        self._runner.clear_pending()
+        self._runner.configure(self._calibration, settings)
+        self.get_logger().info(f"patch flow with loss '{settings.loss}': {grid.columns}x{grid.rows} "
                                f"patches of {grid.size} px every {grid.stride} px")
 
     # ----------------------------------------------------------------- input
     def _on_calibration(self, calibration, source: str) -> None:
         with self._lock:
-            self._size = (calibration.width, calibration.height)
-            self._settings_changed = True
-            self._lock.notify()
+            self._calibration = calibration
+            self._reconfigure()
 
     def _on_events(self, batch: EventBatch) -> None:
+        """Window one guarded batch and hand complete windows to the runner (executor thread)."""
         with self._lock:
-            if self._settings_changed and self._size is not None:
+            if self._settings_changed and self._calibration is not None:
                 self._reconfigure()
             if self._windows is None:
                 return
             if batch.restart:
                 self._windows.reset()
-                self._pending.clear()
-                self._estimator.reset()
-            limit = (1 if self.get_parameter("queue_policy").value == "newest"
-                     else self.get_parameter("max_pending_windows").value)
+                self._runner.reset()
             for window in self._windows.push(batch.events):
-                self._pending.append((window, batch.received_s))
-                if len(self._pending) > limit:
-                    self._pending.popleft()
-                    self._stats["windows_dropped"] += 1
-            if self._pending:
-                self._lock.notify()
+                self._runner.push(Job(window, received_s=batch.received_s))
 
-    # ----------------------------------------------------------------- work
-    def _work(self) -> None:
-        while self._running:
-            with self._lock:
-                self._lock.wait_for(lambda: not self._running or self._pending, timeout=0.5)
-                if not self._running:
-                    return
-                if not self._pending:
-                    continue
-                window, received = self._pending.popleft()
-                estimator = self._estimator
-            try:
-                started = time.monotonic()
-                estimate = estimator.estimate(window)
-                elapsed = time.monotonic() - started
-                self._publish(estimator, estimate, received, elapsed)
-            except Exception as error:  # noqa: BLE001 - a bad window must not kill the node
-                if not self.context.ok():
-                    return
-                self._input.warn_once("estimate_failed", f"flow estimation failed on a window: {error}")
-
-    def _publish(self, estimator, estimate, received: float, elapsed: float) -> None:
+    # ----------------------------------------------------------------- results
+    def _publish(self, job: Job, result) -> None:
+        """One window's flow, and its picture when one was asked for (the runner's thread)."""
+        estimate = result.estimate
         frame_id = self.get_parameter("frame_id").value or self._input.frame_id
         stamp = messages.time_from_ns(estimate.t_ref_ns)
         self._flow_publisher.publish(flow_image_message(estimate, stamp, frame_id))
         with_events = estimate.event_counts > 0
         with self._lock:
             self._stats["windows_processed"] += 1
-            self._stats["windows_since_report"] += 1
-            self._stats["processing_s"] += elapsed
-            self._stats["last_latency_ms"] = (time.monotonic() - received) * 1e3
             self._stats["last_valid_share"] = (float(estimate.valid[with_events].mean()) if with_events.any()
                                                else float("nan"))
             self._stats["last_reasons"] = np.bincount(estimate.reason[with_events], minlength=len(REASONS))
-        rate = self.get_parameter("image_rate_hz").value
-        now = time.monotonic()
-        if rate > 0 and now - self._last_image_time >= 1.0 / rate and self._image_publisher.get_subscription_count():
-            from focus_ros.flow_visualization import compensated_image, flow_arrows_image
-
-            self._last_image_time = now
-            picture = flow_arrows_image(compensated_image(estimator, estimate), estimate)
-            self._image_publisher.publish(messages.rgb_image(picture, stamp, frame_id))
+        if result.images is not None:  # arrows over the compensated image, drawn where the estimator ran
+            self._image_publisher.publish(messages.rgb_image(result.images[0], stamp, frame_id))
 
     # ----------------------------------------------------------------- diagnostics
     def _publish_diagnostics(self) -> None:
         inputs = self._input.diagnostics()
         with self._lock:
             stats = dict(self._stats)
-            self._stats["processing_s"] = 0.0
-            self._stats["windows_since_report"] = 0
         status = DiagnosticStatus(name=f"{self.get_name()}: optical flow", hardware_id=self._input.frame_id or "event_camera")
-        if inputs["calibration_source"] == "none":
-            status.level, status.message = DiagnosticStatus.ERROR, "no sensor size (camera_info or parameters)"
-        elif stats["windows_dropped"] > 0 and stats["windows_dropped"] >= stats["windows_processed"]:
-            status.level, status.message = DiagnosticStatus.WARN, "falling behind: most windows dropped"
-        else:
-            status.level, status.message = DiagnosticStatus.OK, "estimating"
-        values = {**inputs, "windows_processed": stats["windows_processed"],
-                  "windows_dropped": stats["windows_dropped"], "latency_ms": stats["last_latency_ms"],
-                  "processing_ms_per_window": (1e3 * stats["processing_s"] / stats["windows_since_report"]
-                                               if stats["windows_since_report"] else float("nan")),
+        problem = ("error", "no sensor size (camera_info or parameters)") \
+            if inputs["calibration_source"] == "none" else self._runner.health()
+        status.level, status.message = messages.diagnostic_level(problem, "estimating")
+        values = {**inputs, **self._runner.diagnostic_values(), "windows_processed": stats["windows_processed"],
                   "valid_patch_share": stats["last_valid_share"],
                   **{f"patches_{REASON_KEYS[code]}": int(count) for code, count in enumerate(stats["last_reasons"])}}
         self._diagnostics_publisher.publish(
             messages.diagnostic_array(status, values, self.get_clock().now().to_msg()))
 
     def stop(self) -> None:
-        with self._lock:
-            self._running = False
-            self._lock.notify_all()
-        self._worker.join(timeout=5.0)
+        self._runner.stop()
 
 
 def main(argv=None) -> int:
