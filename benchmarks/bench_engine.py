@@ -25,7 +25,10 @@ import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
+import cv2  # noqa: E402
 import numpy as np  # noqa: E402
+
+cv2.setNumThreads(1)  # one thread, as in the estimator process (OpenCV's filters would take both cores)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))

@@ -209,6 +209,37 @@ def _accumulate_kernel(kernel, sigma, points, weights, timestamps, with_timestam
 # ---------------------------------------------------------------- window kernels (engine)
 
 
+@dataclass(frozen=True)
+class VotingWorkArrays:
+    """Per-event work arrays of one warp -> vote -> gather pass over N events (or patch
+    memberships), allocated once per window and reused by every evaluation:
+
+    warped_x, warped_y: warped positions x'_k (px); cell: flat index of the top-left pixel
+    of the event's bilinear cell, fraction_x, fraction_y: its position inside the cell
+    (``bilinear_cells``); kept: the event votes (warped inside the frame); d_x, d_y: the
+    gathered derivative of the loss w.r.t. x'_k (``gather_bilinear_cells`` /
+    ``gather_gaussian_points``). ``kept`` starts all False; the others are uninitialised.
+    """
+
+    warped_x: np.ndarray
+    warped_y: np.ndarray
+    cell: np.ndarray
+    fraction_x: np.ndarray
+    fraction_y: np.ndarray
+    kept: np.ndarray
+    d_x: np.ndarray
+    d_y: np.ndarray
+
+    @classmethod
+    def allocate(cls, count: int) -> "VotingWorkArrays":
+        """Work arrays for ``count`` events."""
+        return cls(np.empty(count), np.empty(count), np.empty(count, dtype=np.int64), np.empty(count),
+                   np.empty(count), np.zeros(count, dtype=np.bool_), np.empty(count), np.empty(count))
+
+    def __len__(self) -> int:
+        return len(self.kept)
+
+
 @numba.njit(**KERNEL_OPTIONS)
 def bilinear_cells(warped_x, warped_y, width, height, cell, fraction_x, fraction_y, kept):
     """Bilinear cell of every warped event: flat index top * width + left of its top-left

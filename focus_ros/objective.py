@@ -39,9 +39,9 @@ import numpy as np
 
 from focus_ros.camera import Calibration
 from focus_ros.events import NANOSECONDS_PER_SECOND, Events
-from focus_ros.iwe import (BILINEAR, KERNELS, WarpedEventImage, bilinear_cells, blur_image, gather_bilinear_cells,
-                           gather_gaussian_points, gaussian_blur_kernel, gaussian_scratch_size, vote_bilinear_cells,
-                           vote_gaussian_points)
+from focus_ros.iwe import (BILINEAR, KERNELS, VotingWorkArrays, WarpedEventImage, bilinear_cells, blur_image,
+                           gather_bilinear_cells, gather_gaussian_points, gaussian_blur_kernel, gaussian_scratch_size,
+                           vote_bilinear_cells, vote_gaussian_points)
 from focus_ros.warps import (KERNEL_OPTIONS, PARAMETER_COUNT, WARP_MODELS, rotate_bearings_by_angular_acceleration,
                              warp_gradient, warp_points)
 
@@ -203,14 +203,7 @@ class Objective:
         self.weights = np.empty(count)
         #: flat offset of each event's image plane: the negative events' plane when split
         self.plane_offset = np.empty(count, dtype=np.int64)
-        self._warped_x = np.empty(count)
-        self._warped_y = np.empty(count)
-        self._cell = np.empty(count, dtype=np.int64)
-        self._fraction_x = np.empty(count)
-        self._fraction_y = np.empty(count)
-        self._kept = np.zeros(count, dtype=np.bool_)
-        self._d_x = np.empty(count)
-        self._d_y = np.empty(count)
+        self._work = VotingWorkArrays.allocate(count)
 
     # ---------------------------------------------------------------- evaluation
 
@@ -221,27 +214,28 @@ class Objective:
             raise ValueError(f"expected {self.parameter_count} warp parameters, got {theta.size}")
         self._theta[:self.parameter_count] = theta
         calibration = self.calibration
+        work = self._work
         warp_points(self.model, self.bearing_x, self.bearing_y, self.dt, self._theta, calibration.fx,
-                    calibration.fy, calibration.cx, calibration.cy, self._warped_x, self._warped_y, self.dt_bound)
+                    calibration.fy, calibration.cx, calibration.cy, work.warped_x, work.warped_y, self.dt_bound)
         self._votes.fill(0.0)
         images = self._votes.reshape(-1)
         if self.uses_timestamps:
             self._timestamp_votes.fill(0.0)
         if self.kernel == BILINEAR:
-            kept = bilinear_cells(self._warped_x, self._warped_y, self.width, self.height, self._cell,
-                                  self._fraction_x, self._fraction_y, self._kept)
-            vote_bilinear_cells(self._cell, self._fraction_x, self._fraction_y, self._kept, self.weights,
+            kept = bilinear_cells(work.warped_x, work.warped_y, self.width, self.height, work.cell,
+                                  work.fraction_x, work.fraction_y, work.kept)
+            vote_bilinear_cells(work.cell, work.fraction_x, work.fraction_y, work.kept, self.weights,
                                 self.plane_offset, self.width, images)
             if self.uses_timestamps:
-                vote_bilinear_cells(self._cell, self._fraction_x, self._fraction_y, self._kept, self.timestamps,
+                vote_bilinear_cells(work.cell, work.fraction_x, work.fraction_y, work.kept, self.timestamps,
                                     self.plane_offset, self.width, self._timestamp_votes.reshape(-1))
         else:
-            kept = vote_gaussian_points(self._warped_x, self._warped_y, self.weights, self.plane_offset,
-                                        self.width, self.height, self.sigma, images, self._kept, self._scratch)
+            kept = vote_gaussian_points(work.warped_x, work.warped_y, self.weights, self.plane_offset,
+                                        self.width, self.height, self.sigma, images, work.kept, self._scratch)
             if self.uses_timestamps:
-                vote_gaussian_points(self._warped_x, self._warped_y, self.timestamps, self.plane_offset,
+                vote_gaussian_points(work.warped_x, work.warped_y, self.timestamps, self.plane_offset,
                                      self.width, self.height, self.sigma, self._timestamp_votes.reshape(-1),
-                                     self._kept, self._scratch)
+                                     work.kept, self._scratch)
         if self._blur_kernel is not None:
             for plane in range(self._votes.shape[0]):
                 blur_image(self._votes[plane], self._blur_kernel, self._images[plane])
@@ -288,12 +282,13 @@ class Objective:
 
     def _gather(self, cotangent, weights, add: bool) -> None:
         """(d_x, d_y)_k (+)= weights_k * d/dx'_k sum_x cotangent(x) K(x - x'_k)."""
+        work = self._work
         if self.kernel == BILINEAR:
-            gather_bilinear_cells(self._cell, self._fraction_x, self._fraction_y, self._kept, weights,
-                                  self.plane_offset, self.width, cotangent, self._d_x, self._d_y, add)
+            gather_bilinear_cells(work.cell, work.fraction_x, work.fraction_y, work.kept, weights,
+                                  self.plane_offset, self.width, cotangent, work.d_x, work.d_y, add)
         else:
-            gather_gaussian_points(self._warped_x, self._warped_y, self._kept, weights, self.plane_offset,
-                                   self.width, self.height, self.sigma, cotangent, self._d_x, self._d_y, add,
+            gather_gaussian_points(work.warped_x, work.warped_y, work.kept, weights, self.plane_offset,
+                                   self.width, self.height, self.sigma, cotangent, work.d_x, work.d_y, add,
                                    self._scratch)
 
     def evaluate(self, theta, with_gradient: bool = True) -> Evaluation:
@@ -306,10 +301,10 @@ class Objective:
         self._gather(grad_image, self.weights, add=False)
         if grad_timestamp_image is not None:
             self._gather(grad_timestamp_image, self.timestamps, add=True)
-        calibration = self.calibration
+        calibration, work = self.calibration, self._work
         warp_gradient(self.model, self.bearing_x, self.bearing_y, self.dt, self._theta, calibration.fx,
-                      calibration.fy, calibration.cx, calibration.cy, self._warped_x, self._warped_y,
-                      self._d_x, self._d_y, self._kept, self._gradient, self.dt_bound)
+                      calibration.fy, calibration.cx, calibration.cy, work.warped_x, work.warped_y,
+                      work.d_x, work.d_y, work.kept, self._gradient, self.dt_bound)
         return Evaluation(float(value), self._gradient[:self.parameter_count].copy(), kept, dropped)
 
     def value(self, theta) -> float:
@@ -324,6 +319,7 @@ class Objective:
         kept = self._forward(theta)
         timestamp_image = self._timestamp_images[0].copy() if self.uses_timestamps else None
         if self.split_polarity:
-            return WarpedEventImage(self._images[0] - self._images[1], timestamp_image, self._kept.copy(),
+            return WarpedEventImage(self._images[0] - self._images[1], timestamp_image, self._work.kept.copy(),
                                     self.event_count - kept, polarity_images=self._images.copy())
-        return WarpedEventImage(self._images[0].copy(), timestamp_image, self._kept.copy(), self.event_count - kept)
+        return WarpedEventImage(self._images[0].copy(), timestamp_image, self._work.kept.copy(),
+                                self.event_count - kept)

@@ -35,7 +35,8 @@ import numba
 import numpy as np
 
 from focus_ros.events import Events
-from focus_ros.iwe import bilinear_cells, blur_image, gather_bilinear_cells, gaussian_blur_kernel, vote_bilinear_cells
+from focus_ros.iwe import (VotingWorkArrays, bilinear_cells, blur_image, gather_bilinear_cells, gaussian_blur_kernel,
+                            vote_bilinear_cells)
 from focus_ros.losses import get_loss
 from focus_ros.objective import supported_polarity_modes
 from focus_ros.patch_losses import GAP_ROWS, evaluate_stack, tile_filter
@@ -349,14 +350,7 @@ class PatchObjective:
         self.event_counts = grid.event_counts(events.x, events.y)
         self.plane_offset = self.patch * (self.plane_rows * grid.tile)
         count = len(self.patch)
-        self._warped_x = np.empty(count)
-        self._warped_y = np.empty(count)
-        self._cell = np.empty(count, dtype=np.int64)
-        self._fraction_x = np.empty(count)
-        self._fraction_y = np.empty(count)
-        self._kept = np.zeros(count, dtype=np.bool_)
-        self._d_x = np.empty(count)
-        self._d_y = np.empty(count)
+        self._work = VotingWorkArrays.allocate(count)
         self._kept_counts = np.zeros(grid.count, dtype=np.int64)
         #: memberships of patch p: [starts[p], starts[p + 1]) (they are ordered by patch)
         self._starts = np.searchsorted(self.patch, np.arange(grid.count + 1))
@@ -392,11 +386,12 @@ class PatchObjective:
         self._select(active)
         local_x, local_y, dt, patch, weights, plane_offset = self._inputs
         n = len(dt)
-        _warp_memberships(local_x, local_y, dt, patch, flow, active, self._warped_x[:n], self._warped_y[:n])
-        bilinear_cells(self._warped_x[:n], self._warped_y[:n], tile, tile, self._cell[:n], self._fraction_x[:n],
-                       self._fraction_y[:n], self._kept[:n])
+        work = self._work
+        _warp_memberships(local_x, local_y, dt, patch, flow, active, work.warped_x[:n], work.warped_y[:n])
+        bilinear_cells(work.warped_x[:n], work.warped_y[:n], tile, tile, work.cell[:n], work.fraction_x[:n],
+                       work.fraction_y[:n], work.kept[:n])
         self._stack.fill(0.0)
-        vote_bilinear_cells(self._cell[:n], self._fraction_x[:n], self._fraction_y[:n], self._kept[:n], weights,
+        vote_bilinear_cells(work.cell[:n], work.fraction_x[:n], work.fraction_y[:n], work.kept[:n], weights,
                             plane_offset, tile, self._stack.reshape(-1))
         if self._blur_kernel is None:
             return self._stack
@@ -425,11 +420,12 @@ class PatchObjective:
             grad_images = tile_filter(grad_images, tile, self._blur)
         _, _, dt, patch, weights, plane_offset = self._inputs
         n = len(dt)
-        gather_bilinear_cells(self._cell[:n], self._fraction_x[:n], self._fraction_y[:n], self._kept[:n], weights,
+        work = self._work
+        gather_bilinear_cells(work.cell[:n], work.fraction_x[:n], work.fraction_y[:n], work.kept[:n], weights,
                               plane_offset, tile, np.ascontiguousarray(grad_images).reshape(-1),
-                              self._d_x[:n], self._d_y[:n], False)
+                              work.d_x[:n], work.d_y[:n], False)
         gradients = np.empty((self.grid.count, 2))
-        _flow_gradients(self._d_x[:n], self._d_y[:n], dt, patch, self._kept[:n], self._kept_counts, gradients)
+        _flow_gradients(work.d_x[:n], work.d_y[:n], dt, patch, work.kept[:n], self._kept_counts, gradients)
         return PatchEvaluation(values, gradients, self._kept_counts.copy())
 
     def images(self, flow, active=None) -> np.ndarray:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numba
 import numpy as np
 
 from focus_ros.events import Events, NANOSECONDS_PER_SECOND
@@ -29,6 +30,46 @@ class GuardResult:
     events: Events
     problems: list = field(default_factory=list)
     restart: bool = False
+
+
+_NO_RESTART, _JUMP_BACK, _GAP = 0, 1, 2
+
+
+@numba.njit(cache=True, nogil=True)
+def _scan_events(x, y, t, width, height, has_last, last_t_ns, jump_back_ns, has_gap, gap_ns, keep):
+    """One pass over a batch: keep[k] = event k lies inside the sensor and is not earlier than
+    every kept event before it (nor than last_t_ns, unless the stream restarts). The restart
+    test is made on the first event inside: earlier than last_t_ns - jump_back_ns (jump back)
+    or later than last_t_ns + gap_ns (gap, when has_gap). Returns (events outside,
+    index of the first event inside, restart kind, events out of order)."""
+    outside = 0
+    out_of_order = 0
+    first_inside = -1
+    restart = _NO_RESTART
+    running = np.int64(0)
+    for k in range(len(t)):
+        if x[k] >= width or y[k] >= height:
+            keep[k] = False
+            outside += 1
+            continue
+        if first_inside < 0:
+            first_inside = k
+            if has_last:
+                if t[k] < last_t_ns - jump_back_ns:
+                    restart = _JUMP_BACK
+                elif has_gap and float(t[k] - last_t_ns) > gap_ns:
+                    restart = _GAP
+            if has_last and restart == _NO_RESTART:
+                running = last_t_ns
+            else:
+                running = t[k]
+        if t[k] >= running:
+            keep[k] = True
+            running = t[k]
+        else:
+            keep[k] = False
+            out_of_order += 1
+    return outside, first_inside, restart, out_of_order
 
 
 class StreamGuard:
@@ -64,37 +105,36 @@ class StreamGuard:
             problems.append(("empty", "empty event message ignored"))
             return GuardResult(events, problems)
 
-        inside = (events.x < self.width) & (events.y < self.height)
-        if not inside.all():
-            outside = int((~inside).sum())
+        # one compiled pass: events outside the sensor, the restart test on the first event
+        # inside, events going back in time (against the running maximum, from the last
+        # accepted time unless the stream restarts)
+        keep = np.empty(len(events), dtype=np.bool_)
+        has_last = self.last_t_ns is not None
+        outside, first_inside, restart_kind, out_of_order = _scan_events(
+            events.x, events.y, events.t, self.width, self.height, has_last, self.last_t_ns if has_last else 0,
+            self.jump_back_ns, self.gap_s is not None, 0.0 if self.gap_s is None else self.gap_s * NANOSECONDS_PER_SECOND,
+            keep)
+        if outside:
             self.counts["out_of_range_events"] += outside
             problems.append(("out_of_range",
                              f"{outside} events outside the {self.width}x{self.height} px sensor dropped"))
-            events = events[inside]
-            if len(events) == 0:
-                return GuardResult(events, problems)
+            if outside == len(events):
+                return GuardResult(events[keep], problems)
 
-        restart = False
-        t = events.t
-        if self.last_t_ns is not None:
-            if t[0] < self.last_t_ns - self.jump_back_ns:
-                restart = True
-                problems.append(("jump_back",
-                                 f"timestamps jumped back by {(self.last_t_ns - t[0]) / 1e9:.3f} s: "
-                                 "stream restarted, warm start reset"))
-            elif self.gap_s is not None and t[0] - self.last_t_ns > self.gap_s * NANOSECONDS_PER_SECOND:
-                restart = True
-                problems.append(("gap", f"gap of {(t[0] - self.last_t_ns) / 1e9:.3f} s in the event stream: "
-                                        "warm start reset"))
-        # keep events that never go back in time (relative to the running maximum)
-        previous = -np.iinfo(np.int64).max if (self.last_t_ns is None or restart) else self.last_t_ns
-        running_max = np.maximum.accumulate(np.concatenate(([previous], t)))[:-1]
-        in_order = t >= running_max
-        if not in_order.all():
-            dropped = int((~in_order).sum())
-            self.counts["out_of_order_events"] += dropped
-            problems.append(("out_of_order", f"{dropped} events with timestamps going backwards dropped"))
-            events = events[in_order]
+        restart = restart_kind != _NO_RESTART
+        first_t = int(events.t[first_inside])
+        if restart_kind == _JUMP_BACK:
+            problems.append(("jump_back",
+                             f"timestamps jumped back by {(self.last_t_ns - first_t) / 1e9:.3f} s: "
+                             "stream restarted, warm start reset"))
+        elif restart_kind == _GAP:
+            problems.append(("gap", f"gap of {(first_t - self.last_t_ns) / 1e9:.3f} s in the event stream: "
+                                    "warm start reset"))
+        if out_of_order:
+            self.counts["out_of_order_events"] += out_of_order
+            problems.append(("out_of_order", f"{out_of_order} events with timestamps going backwards dropped"))
+        if outside or out_of_order:
+            events = events[keep]
         if restart:
             self.counts["restarts"] += 1
         if len(events):

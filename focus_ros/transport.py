@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numba
 import numpy as np
@@ -99,6 +100,7 @@ class EventPacketInfo:
 # Event record layouts as numpy structured dtypes
 
 
+@lru_cache(maxsize=4)
 def _cdr_event_dtype(first: bool, little_endian: bool) -> np.dtype:
     """The CDR ``Event`` record: first record of the sequence (4-aligned start) or a later
     one (start at 2 mod 4). itemsize excludes the trailing pad byte (strides add it)."""
@@ -233,39 +235,56 @@ def _check_no_trailing_bytes(reader: _FieldReader, what: str) -> None:
 # Event records -> Events
 
 
-def _events_from_records(records: list[np.ndarray], count: int, first_offset: int,
-                         width: int, height: int) -> Events:
-    """Concatenate structured record views into an Events batch, validating every field."""
+@numba.njit(cache=True, nogil=True)
+def _event_fields_kernel(column, row, seconds, nanoseconds, polarity, width, height, first, x, y, t, p):
+    """One block of dvs_msgs ``Event`` records (its fields as strided views) -> x, y, t (ns),
+    p (+1/-1) from index ``first`` on, validated in the same pass. Returns the block index of
+    the first event with a field out of range (x >= width, y >= height, nanosec >= 1e9,
+    polarity > 1), or -1."""
+    for k in range(len(column)):
+        if column[k] >= width or row[k] >= height or nanoseconds[k] >= 1000000000 or polarity[k] > 1:
+            return k
+        x[first + k] = column[k]
+        y[first + k] = row[k]
+        t[first + k] = np.int64(seconds[k]) * 1000000000 + np.int64(nanoseconds[k])
+        p[first + k] = 1 if polarity[k] else -1
+    return -1
+
+
+def _decode_event_records(records: list[np.ndarray], count: int, first_offset: int, width: int,
+                          height: int) -> Events:
+    """Events from structured views over ``count`` dvs_msgs ``Event`` records (one compiled
+    pass per block of records), validating every field: EventDecodeError naming the first
+    event out of range."""
     x = np.empty(count, np.uint16)
     y = np.empty(count, np.uint16)
-    seconds = np.empty(count, np.int64)
-    nanoseconds = np.empty(count, np.int64)
-    polarity = np.empty(count, np.uint8)
+    t = np.empty(count, np.int64)
+    p = np.empty(count, np.int8)
     start = 0
     for block in records:
-        stop = start + len(block)
-        x[start:stop] = block["x"]
-        y[start:stop] = block["y"]
-        seconds[start:stop] = block["sec"]
-        nanoseconds[start:stop] = block["nanosec"]
-        polarity[start:stop] = block["polarity"]
-        start = stop
-    _check_event_fields(x, y, nanoseconds, polarity, first_offset, width, height)
-    t = seconds * NANOSECONDS_PER_SECOND + nanoseconds
-    p = (polarity.view(np.int8) * 2 - 1).astype(np.int8, copy=False)
+        fields = [block[name] for name in ("x", "y", "sec", "nanosec", "polarity")]
+        if not block.dtype["x"].isnative:  # big-endian CDR: the kernel reads the machine's order
+            fields = [field.astype(field.dtype.newbyteorder("=")) for field in fields]
+        bad = _event_fields_kernel(*fields, width, height, start, x, y, t, p)
+        if bad >= 0:
+            column, row, _, nanoseconds, polarity = (field[bad] for field in fields)
+            _check_event_fields(np.array([column]), np.array([row]), np.array([nanoseconds]), np.array([polarity]),
+                                first_offset, width, height, first_index=start + bad)
+        start += len(block)
     return Events(x, y, t, p)
 
 
 def _check_event_fields(x, y, nanoseconds, polarity, first_offset: int, width: int,
-                        height: int) -> None:
-    """Raise EventDecodeError for the first event with a field out of range."""
+                        height: int, first_index: int = 0) -> None:
+    """Raise EventDecodeError for the first event with a field out of range (events
+    numbered from first_index)."""
     if len(x) == 0:
         return
     bad = (x >= width) | (y >= height) | (nanoseconds >= NANOSECONDS_PER_SECOND) | (polarity > 1)
     if bad.any():
         index = int(np.argmax(bad))
         raise EventDecodeError(
-            f"malformed message: event {index} (records from byte offset {first_offset}) has "
+            f"malformed message: event {first_index + index} (records from byte offset {first_offset}) has "
             f"x={x[index]} y={y[index]} nanosec={nanoseconds[index]} polarity={polarity[index]} "
             f"outside sensor {width}x{height} px / nanosec < 1e9 / polarity in {{0, 1}}")
 
@@ -305,7 +324,7 @@ def decode_event_array(buffer) -> tuple[Events, EventArrayInfo]:
     first_offset = reader.position
     records = _cdr_event_records(reader, count)
     _check_no_trailing_bytes(reader, "the events")
-    events = _events_from_records(records, count, first_offset, width, height)
+    events = _decode_event_records(records, count, first_offset, width, height)
     return events, EventArrayInfo(stamp_ns, frame_id, height, width)
 
 
@@ -413,7 +432,7 @@ def decode_event_array_ros1(buffer) -> tuple[Events, EventArrayInfo]:
         raise EventDecodeError(
             f"malformed message: {len(reader.data) - reader.position} unexpected bytes after "
             f"the events at byte offset {reader.position}")
-    events = _events_from_records([records], count, first_offset, width, height)
+    events = _decode_event_records([records], count, first_offset, width, height)
     return events, EventArrayInfo(stamp_ns, frame_id, height, width)
 
 

@@ -35,7 +35,8 @@ class CountWindowCutter:
 
     def reset(self) -> None:
         """Forget buffered events: the next window starts with the next batch."""
-        self._buffer = Events.empty()
+        self._pending: list[Events] = []  # batches not yet cut, oldest first (concatenated once a window completes)
+        self._pending_count = 0
         self._skip = 0  # events still to discard before the next window starts (stride > size)
 
     def push(self, batch: Events) -> list[Events]:
@@ -44,7 +45,12 @@ class CountWindowCutter:
             dropped = min(self._skip, len(batch))
             batch = batch[dropped:]
             self._skip -= dropped
-        buffer = Events.concatenate([self._buffer, batch])
+        if len(batch):
+            self._pending.append(batch)
+            self._pending_count += len(batch)
+        if self._pending_count < self.size:
+            return []
+        buffer = Events.concatenate(self._pending)
         windows = []
         start = 0
         while len(buffer) - start >= self.size:
@@ -54,7 +60,9 @@ class CountWindowCutter:
             else:
                 self._skip = self.stride - (len(buffer) - start)
                 start = len(buffer)
-        self._buffer = buffer[start:]
+        rest = buffer[start:]
+        self._pending = [rest] if len(rest) else []
+        self._pending_count = len(rest)
         return windows
 
 

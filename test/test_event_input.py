@@ -30,12 +30,13 @@ def synthetic_events(count: int, t0_ns: int, width=240, height=180, seed=0) -> E
 class Receiver:
     """What a node composing EventInput gets through its callbacks."""
 
-    def __init__(self, context, overrides: dict):
+    def __init__(self, context, overrides: dict, own_thread: bool = False):
         parameters = [Parameter(name, value=value) for name, value in overrides.items()]
         self.node = rclpy.create_node("receiver", context=context, parameter_overrides=parameters)
         self.batches, self.calibrations, self.log = [], [], []
         self.input = EventInput(self.node, self.batches.append,
-                                lambda calibration, source: self.log.append(("calibration", source, calibration)))
+                                lambda calibration, source: self.log.append(("calibration", source, calibration)),
+                                own_thread=own_thread)
 
 
 @pytest.fixture
@@ -43,14 +44,15 @@ def ros(monkeypatch):
     with client_node("event_input_client", monkeypatch) as (env, node, executor):
         receivers = []
 
-        def make(**overrides):
-            receiver = Receiver(node.context, overrides)
+        def make(own_thread=False, **overrides):
+            receiver = Receiver(node.context, overrides, own_thread)
             executor.add_node(receiver.node)
             receivers.append(receiver)
             return receiver
 
         yield node, executor, make
         for receiver in receivers:
+            receiver.input.close()
             executor.remove_node(receiver.node)
             receiver.node.destroy_node()
 
@@ -150,3 +152,57 @@ def _raw_event_array(events: Events) -> bytes:
     message.events = [Event(x=int(x), y=int(y), ts=Time(sec=int(t) // 10**9, nanosec=int(t) % 10**9),
                             polarity=bool(p > 0)) for x, y, t, p in zip(events.x, events.y, events.t, events.p)]
     return serialize_message(message)
+
+
+def test_a_burst_of_queued_messages_arrives_complete_and_in_order(ros):
+    """Messages queued while the executor was busy (here: not spinning) are taken several per
+    callback (MESSAGES_PER_CALLBACK): every one still arrives once, in order, one batch each,
+    malformed ones among them counted and skipped, as one at a time."""
+    from focus_ros.ros.event_input import MESSAGES_PER_CALLBACK
+
+    node, executor, make = ros
+    receiver = make(camera_info_timeout_s=0.0, qos_reliability="reliable",
+                    **{"calibration.width": 240, "calibration.height": 180, "calibration.fx": 200.0,
+                       "calibration.fy": 200.0, "calibration.cx": 120.0, "calibration.cy": 90.0})
+    publisher = connect(node, executor)
+    assert spin_until(executor, lambda: receiver.input.calibration is not None, 10.0)
+    count = 2 * MESSAGES_PER_CALLBACK + 5
+    events = synthetic_events(100 * count, 10**9)
+    for index in range(count):
+        message = transport.encode_event_array(events[100 * index:100 * (index + 1)], 180, 240, "cam")
+        publisher.publish(message[:20] if index == 7 else message)  # one truncated message in the burst
+    assert spin_until(executor, lambda: receiver.input.diagnostics()["messages_received"] == count - 1, 10.0)
+    assert len(receiver.batches) == count - 1
+    kept = np.r_[0:700, 800:100 * count]
+    assert Events.concatenate([b.events for b in receiver.batches]).equals(events[kept])
+    assert receiver.input.diagnostics()["malformed_messages"] == 1
+
+
+def test_own_thread_takes_every_message_in_order_off_the_executor(ros):
+    """EventInput(own_thread=True): the executor never runs the events subscription; the
+    input's thread takes the messages (a queued burst with a malformed one among them), each
+    once, in order, with the same counts, and stops on close()."""
+    import threading
+
+    node, executor, make = ros
+    receiver = make(own_thread=True, camera_info_timeout_s=0.0, qos_reliability="reliable",
+                    **{"calibration.width": 240, "calibration.height": 180, "calibration.fx": 200.0,
+                       "calibration.fy": 200.0, "calibration.cx": 120.0, "calibration.cy": 90.0})
+    threads = set()
+    receiver.input._on_events = lambda batch: (threads.add(threading.current_thread().name),
+                                               receiver.batches.append(batch))
+    publisher = connect(node, executor)
+    assert spin_until(executor, lambda: receiver.input.calibration is not None, 10.0)
+    count = 50
+    events = synthetic_events(100 * count, 10**9)
+    for index in range(count):
+        message = transport.encode_event_array(events[100 * index:100 * (index + 1)], 180, 240, "cam")
+        publisher.publish(message[:20] if index == 7 else message)
+    # the executor spins meanwhile, yet only the input's own thread receives
+    assert spin_until(executor, lambda: receiver.input.diagnostics()["messages_received"] == count - 1, 10.0)
+    assert len(receiver.batches) == count - 1 and threads == {"event_input"}
+    kept = np.r_[0:700, 800:100 * count]
+    assert Events.concatenate([b.events for b in receiver.batches]).equals(events[kept])
+    assert receiver.input.diagnostics()["malformed_messages"] == 1
+    receiver.input.close()
+    assert not receiver.input._thread.is_alive()

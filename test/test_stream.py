@@ -61,3 +61,53 @@ def test_gap_restarts_only_when_configured():
     assert not with_gap.check(batch([50_000_000])).restart
     gap = with_gap.check(batch([200_000_000]))
     assert gap.restart and gap.problems[0][0] == "gap"
+
+
+def reference_check(state, events, width, height, gap_s, jump_back_ns):
+    """The guard's rules written out with numpy, batch by batch: (events, problem kinds,
+    restart); state: {"last": last accepted time or None}."""
+    inside = (events.x < width) & (events.y < height)
+    kinds = ["out_of_range"] if not inside.all() else []
+    events = events[inside]
+    if len(events) == 0:
+        return events, kinds, False
+    t, last, restart = events.t, state["last"], False
+    if last is not None:
+        if t[0] < last - jump_back_ns:
+            restart, kinds = True, kinds + ["jump_back"]
+        elif gap_s is not None and t[0] - last > gap_s * 1e9:
+            restart, kinds = True, kinds + ["gap"]
+    previous = -2**62 if (last is None or restart) else last
+    in_order = t >= np.maximum.accumulate(np.concatenate(([previous], t)))[:-1]
+    if not in_order.all():
+        kinds.append("out_of_order")
+    events = events[in_order]
+    if len(events):
+        state["last"] = int(events.t[-1])
+    return events, kinds, restart
+
+
+def test_guard_matches_its_rules_written_out_on_random_faulty_batches():
+    """Out-of-range pixels, reordering, jumps back and gaps at random, 300 batches: the
+    guard keeps exactly the events, reports exactly the kinds and restarts the reference does."""
+    rng = np.random.default_rng(3)
+    guard = StreamGuard(240, 180, gap_s=0.05, jump_back_s=0.01)
+    state = {"last": None}
+    clock = 10_000_000_000
+    faults = {"out_of_range": 0, "out_of_order": 0, "jump_back": 0, "gap": 0}
+    for _ in range(300):
+        n = int(rng.integers(1, 60))
+        clock += int(rng.choice([1_000_000, 1_000_000, 1_000_000, -30_000_000, 80_000_000]))
+        t = clock + np.sort(rng.integers(0, 1_000_000, n))
+        if rng.random() < 0.3:  # a few events going back
+            t = t - rng.integers(0, 2, n) * rng.integers(0, 2_000_000, n)
+        x = np.where(rng.random(n) < 0.05, 240 + rng.integers(0, 10, n), rng.integers(0, 240, n))
+        y = np.where(rng.random(n) < 0.05, 180, rng.integers(0, 180, n))
+        events = batch(t, x, y)
+        expected, kinds, restart = reference_check(state, events, 240, 180, 0.05, 10_000_000)
+        result = guard.check(events)
+        assert result.events.equals(expected)
+        assert [kind for kind, _ in result.problems] == kinds and result.restart == restart
+        for kind in kinds:
+            faults[kind] += 1
+    assert all(count > 5 for count in faults.values()), faults  # every rule was exercised

@@ -7,7 +7,9 @@
   ``camera_info_timeout_s``, ``calibration.*``, ``max_buffered_events``);
 - the raw subscription on ``events`` (serialized bytes, decoded with numpy by
   :func:`focus_ros.ros.messages.event_decoder`: one decoder per subscription, they may keep
-  state from one message to the next);
+  state from one message to the next); messages already queued behind the one the executor
+  hands over are taken in the same callback (up to :data:`MESSAGES_PER_CALLBACK`), so that a
+  burst costs one pass of rclpy's wait set, not one per message;
 - the :class:`~focus_ros.stream.StreamGuard` (sensor bounds, time order, gaps, restarts);
 - the calibration: the first usable ``sensor_msgs/CameraInfo`` on ``camera_info_topic``, or
   after ``camera_info_timeout_s`` the ``calibration.*`` parameters / ``calibration.file``;
@@ -56,6 +58,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+from rclpy.callback_groups import CallbackGroup
+from rclpy.exceptions import InvalidHandle
+from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import CameraInfo
 
@@ -65,6 +70,9 @@ from focus_ros.ros import messages
 from focus_ros.stream import StreamGuard
 
 EVENT_MESSAGE_TYPES = ("dvs_msgs/EventArray", "event_camera_msgs/EventPacket")
+#: event messages handled per subscription callback at most (the first and those already queued
+#: behind it), so that a burst does not keep the executor from its other callbacks for long
+MESSAGES_PER_CALLBACK = 32
 QOS_RELIABILITIES = ("best_effort", "reliable")
 
 
@@ -121,6 +129,24 @@ class EventBatch:
     restart: bool = False
 
 
+#: the own thread's wait (ns) between checks that the input is still open
+_WAIT_NS = 100_000_000
+
+
+class _OutsideTheExecutor(CallbackGroup):
+    """The callback group of a subscription that no executor runs (EventInput's own thread
+    takes its messages)."""
+
+    def can_execute(self, entity) -> bool:
+        return False
+
+    def beginning_execution(self, entity) -> bool:
+        return False
+
+    def ending_execution(self, entity) -> None:
+        pass
+
+
 class WarnOnce:
     """Logs a warning once per kind of fault (``kind``: a short stable key)."""
 
@@ -143,12 +169,19 @@ class EventInput:
     on_calibration(Calibration, source): called when the intrinsics become known or change
     (source "camera_info" or "parameters"); buffered events follow it;
     parameter_defaults: overrides of :data:`PARAMETERS` defaults for this node;
-    callback_group: for the subscriptions and the fallback timer (None: the node's default).
+    callback_group: for the subscriptions and the fallback timer (None: the node's default);
+    own_thread: take and handle the event messages on a thread of the input's own, waiting on
+    the events subscription alone (rclpy's wait set, as ``rclpy.wait_for_message`` does),
+    instead of the executor's thread: rclpy's executor costs about as much per message as
+    all the input's own work (BENCHMARKS.md, "The executor's CPU per event message").
+    ``on_events`` (and ``on_calibration`` for buffered events) then run on that thread,
+    beside the executor's callbacks: the node must guard its state with a lock. The thread
+    ends with the context, the node's destruction or :meth:`close`.
     """
 
     def __init__(self, node, on_events: Callable[[EventBatch], None],
                  on_calibration: Callable[[Calibration, str], None] | None = None, *,
-                 parameter_defaults: dict | None = None, callback_group=None):
+                 parameter_defaults: dict | None = None, callback_group=None, own_thread: bool = False):
         self._node = node
         self._on_events = on_events
         self._on_calibration = on_calibration
@@ -184,12 +217,24 @@ class EventInput:
         reliability = (ReliabilityPolicy.RELIABLE if value("qos_reliability") == "reliable"
                        else ReliabilityPolicy.BEST_EFFORT)
         qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=value("qos_depth"), reliability=reliability)
-        node.create_subscription(message_class, "events", self._on_message, qos, raw=True,
-                                 callback_group=callback_group)
+        self._closed = False
+        self._subscription = node.create_subscription(
+            message_class, "events", self._on_message, qos, raw=True,
+            callback_group=_OutsideTheExecutor() if own_thread else callback_group)
         node.create_subscription(CameraInfo, self.camera_info_topic, self._on_camera_info, 10,
                                  callback_group=callback_group)
         self._fallback_timer = node.create_timer(max(value("camera_info_timeout_s"), 0.01),
                                                  self._use_fallback_calibration, callback_group=callback_group)
+        self._thread = None
+        if own_thread:
+            self._thread = threading.Thread(target=self._take_loop, name="event_input", daemon=True)
+            self._thread.start()
+
+    def close(self, timeout_s: float = 1.0) -> None:
+        """Stop the input's own thread (``own_thread``), waiting up to timeout_s (s) for it."""
+        self._closed = True
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout_s)
 
     # ----------------------------------------------------------------- state
     @property
@@ -238,6 +283,48 @@ class EventInput:
 
     # ----------------------------------------------------------------- events
     def _on_message(self, serialized: bytes) -> None:
+        """The subscription's callback: this message, then those already waiting behind it
+        (at most :data:`MESSAGES_PER_CALLBACK` in all), taken here in order: one pass of the
+        executor's wait set (its Python costs about as much as decoding a message) for a burst
+        of messages instead of one per message."""
+        self._receive(serialized)
+        subscription = self._subscription
+        for _ in range(MESSAGES_PER_CALLBACK - 1):
+            try:
+                with subscription.handle:
+                    taken = subscription.handle.take_message(subscription.msg_type, True)
+            except Exception:  # noqa: BLE001 - destroyed (shutdown) or not takeable: the executor takes the rest
+                return
+            if taken is None:
+                return
+            self._receive(taken[0])
+
+    def _take_loop(self) -> None:
+        """``own_thread``: wait on the events subscription alone, take every queued message."""
+        subscription = self._subscription
+        context = self._node.context
+        wait_set = _rclpy.WaitSet(1, 0, 0, 0, 0, 0, context.handle)
+        while not self._closed and context.ok():
+            try:
+                with subscription.handle:
+                    wait_set.clear_entities()
+                    wait_set.add_subscription(subscription.handle)
+                    wait_set.wait(_WAIT_NS)
+                    if subscription.handle.pointer not in wait_set.get_ready_entities("subscription"):
+                        continue
+                    while not self._closed:
+                        taken = subscription.handle.take_message(subscription.msg_type, True)
+                        if taken is None:
+                            break
+                        self._receive(taken[0])
+            except InvalidHandle:  # the node (or its subscription) was destroyed
+                return
+            except Exception as error:  # noqa: BLE001 - the input keeps running; the executor would have raised
+                if self._closed or not context.ok():
+                    return
+                self.warn_once("own_thread:" + re.sub(r"\d+", "#", str(error)), f"event input: {error}")
+
+    def _receive(self, serialized: bytes) -> None:
         received_s = time.monotonic()
         try:
             events, info = self._decode(serialized)
