@@ -145,7 +145,10 @@ class AngularVelocityNode(FocusNode):
             images_wanted=PictureRate(lambda: self.get_parameter("image_rate_hz").value,
                                       lambda: any(publisher.get_subscription_count() > 0
                                                   for publisher in self._image_publishers.values())))
-        self._input = EventInput(self, self._on_events, self._on_calibration)
+        # the event messages are taken on the input's own thread, outside rclpy's executor (half
+        # the node's CPU at 1,000 messages/s: BENCHMARKS.md); _on_events and the parameter and
+        # calibration callbacks share self._lock
+        self._input = EventInput(self, self._on_events, self._on_calibration, own_thread=True)
         self._warn_once = self._input.warn_once
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.create_timer(1.0, self._publish_diagnostics)
@@ -211,7 +214,7 @@ class AngularVelocityNode(FocusNode):
             self._apply_settings()
 
     def _on_events(self, batch: EventBatch) -> None:
-        """Window one guarded batch and hand complete windows to the runner (executor thread);
+        """Window one guarded batch and hand complete windows to the runner (the event input's thread);
         the runner's queue policy: "newest" keeps at most one waiting window, "all" up to
         max_pending_windows."""
         with self._lock:
@@ -310,6 +313,7 @@ class AngularVelocityNode(FocusNode):
             messages.diagnostic_array(status, values, self.get_clock().now().to_msg()))
 
     def stop(self) -> None:
+        self._input.close()
         self._runner.stop()
 
 
