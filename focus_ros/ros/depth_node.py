@@ -249,7 +249,7 @@ class DepthNode(FocusNode):
             images_wanted=lambda: self._outputs["image_color"].get_subscription_count() > 0,
             capacity_events=value("keyframe_events"), name="focus_ros_depth")
         self.create_subscription(self._pose_class, self._pose_topic, self._on_pose, 1000)
-        self._input = EventInput(self, self._on_events, self._on_calibration)
+        self._input = EventInput(self, self._on_events, self._on_calibration, own_thread=True)  # off the executor
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.create_timer(1.0, self._publish_diagnostics)
         self.create_timer(0.1, self._flush_if_idle)
@@ -489,6 +489,7 @@ class DepthNode(FocusNode):
             messages.diagnostic_array(status, values, self.get_clock().now().to_msg()))
 
     def stop(self) -> None:
+        self._input.close()
         self._runner.stop()
 
 

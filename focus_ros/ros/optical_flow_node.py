@@ -131,7 +131,7 @@ class OpticalFlowNode(FocusNode):
             skippable=newest, name="focus_ros_flow",
             images_wanted=PictureRate(lambda: self.get_parameter("image_rate_hz").value,
                                       lambda: self._image_publisher.get_subscription_count() > 0))
-        self._input = EventInput(self, self._on_events, self._on_calibration)
+        self._input = EventInput(self, self._on_events, self._on_calibration, own_thread=True)  # off the executor
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.create_timer(1.0, self._publish_diagnostics)
         self.get_logger().info(f"waiting for {self._input.message_type} on '{self._input.events_topic}'; "
@@ -196,7 +196,7 @@ class OpticalFlowNode(FocusNode):
             self._reconfigure()
 
     def _on_events(self, batch: EventBatch) -> None:
-        """Window one guarded batch and hand complete windows to the runner (executor thread)."""
+        """Window one guarded batch and hand complete windows to the runner (the event input's thread)."""
         with self._lock:
             if self._settings_changed and self._calibration is not None:
                 self._reconfigure()
@@ -240,6 +240,7 @@ class OpticalFlowNode(FocusNode):
             messages.diagnostic_array(status, values, self.get_clock().now().to_msg()))
 
     def stop(self) -> None:
+        self._input.close()
         self._runner.stop()
 
 
