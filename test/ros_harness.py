@@ -209,3 +209,88 @@ def client_node(name: str, monkeypatch):
         executor.shutdown()
         node.destroy_node()
         rclpy.shutdown(context=context)
+
+
+class NodeSession:
+    """A test's client node and the node processes it starts, over real topics on loopback.
+
+    Subscribes to /diagnostics (``reports``: every DiagnosticArray received, in order, queue
+    depth ``reports_depth``). Processes started with :meth:`start` log to
+    ``<log_folder>/<log_name>_<n>.log`` and are stopped by :meth:`stop_processes` (called by
+    :func:`node_session` at the end). ``subscriber_settle_s`` (s, default 0) is slept after
+    :meth:`wait_for_subscriber` sees its subscribers, for tests that need the match settled
+    on both sides before publishing.
+    """
+
+    def __init__(self, env: dict, node, executor, log_folder: Path, reports_depth: int = 10,
+                 subscriber_settle_s: float = 0.0):
+        from diagnostic_msgs.msg import DiagnosticArray
+
+        self.env, self.node, self.executor = env, node, executor
+        self.log_folder = Path(log_folder)
+        self.subscriber_settle_s = subscriber_settle_s
+        self.processes: list[NodeProcess] = []
+        self.reports: list = []
+        node.create_subscription(DiagnosticArray, "/diagnostics", self.reports.append, reports_depth)
+
+    def start(self, executable_name: str, *ros_args: str, params_file: Path | None = None,
+              reliable: bool = False, log_name: str | None = None, wait_for_report: bool = True,
+              report_timeout_s: float = 30.0) -> NodeProcess:
+        """Start ``executable_name`` as `ros2 run` does: ``--ros-args [--params-file F]
+        [-p qos_reliability:=reliable] *ros_args``. ``reliable``: reliable QoS, where a test
+        counts on every message arriving (best effort may lose the first messages while
+        discovery settles). ``wait_for_report``: wait (up to ``report_timeout_s``, s) until
+        this session has received a /diagnostics report — the first node's first report
+        reaching the test means discovery is done both ways."""
+        command = [executable(executable_name), "--ros-args"]
+        if params_file is not None:
+            command += ["--params-file", str(params_file)]
+        if reliable:
+            command += ["-p", "qos_reliability:=reliable"]
+        command += list(ros_args)
+        log_path = self.log_folder / f"{log_name or executable_name}_{len(self.processes)}.log"
+        process = NodeProcess(command, self.env, log_path)
+        self.processes.append(process)
+        if wait_for_report:
+            assert spin_until(self.executor, lambda: self.reports, report_timeout_s), process.log()
+        return process
+
+    def collect(self, message_type, topic: str, depth: int = 100) -> list:
+        """A list that receives every message on ``topic`` while the executor spins."""
+        received: list = []
+        self.node.create_subscription(message_type, topic, received.append, depth)
+        return received
+
+    def wait_for_subscriber(self, publisher, timeout_s: float = 20.0, count: int = 1) -> None:
+        """Spin until ``publisher`` has ``count`` subscribers (fails after ``timeout_s``, s, with
+        the log of the last started process), then sleep ``subscriber_settle_s``."""
+        assert spin_until(self.executor, lambda: publisher.get_subscription_count() >= count, timeout_s), \
+            "the node never subscribed: " + (self.processes[-1].log() if self.processes else "")
+        if self.subscriber_settle_s > 0:
+            time.sleep(self.subscriber_settle_s)
+
+    def publisher(self, message_type, topic: str, depth: int = 100, timeout_s: float = 20.0, count: int = 1):
+        """A publisher on ``topic``, returned once ``count`` subscribers match (:meth:`wait_for_subscriber`)."""
+        publisher = self.node.create_publisher(message_type, topic, depth)
+        self.wait_for_subscriber(publisher, timeout_s, count)
+        return publisher
+
+    def spin(self, seconds: float) -> None:
+        """Spin the executor for ``seconds`` (s)."""
+        spin_until(self.executor, lambda: False, seconds)
+
+    def stop_processes(self) -> None:
+        for process in self.processes:
+            process.stop()
+
+
+@contextlib.contextmanager
+def node_session(name: str, monkeypatch, log_folder: Path, **options):
+    """A :class:`NodeSession` around :func:`client_node` (``options`` go to NodeSession);
+    every process it started is stopped at the end."""
+    with client_node(name, monkeypatch) as (env, node, executor):
+        session = NodeSession(env, node, executor, log_folder, **options)
+        try:
+            yield session
+        finally:
+            session.stop_processes()

@@ -8,7 +8,6 @@ messages and listens to what comes back. Nothing in between is a stand-in.
 from __future__ import annotations
 
 import re
-import time
 
 import numpy as np
 import pytest
@@ -27,7 +26,7 @@ from focus_ros import transport  # noqa: E402
 from focus_ros.camera import Calibration  # noqa: E402
 from focus_ros.events import Events  # noqa: E402
 from focus_ros.sources.ecd import read_ecd_folder  # noqa: E402
-from ros_harness import NodeProcess, client_node, executable, spin_until  # noqa: E402
+from ros_harness import executable, node_session, spin_until  # noqa: E402
 
 #: published contrast-maximisation estimate over the boxes_rotation slice (its README), rad/s
 BOXES_REFERENCE = np.array([3.576, 3.945, -1.754])
@@ -37,43 +36,13 @@ PARAMS_FILE = REPOSITORY_ROOT / "config" / "davis240c.yaml"
 @pytest.fixture
 def ros(tmp_path, monkeypatch):
     """A ROS domain of this test's own, and a client node in the test process."""
-    with client_node("test_client", monkeypatch) as (env, node, executor):
-        yield from _ros_session(env, node, executor, tmp_path)
+    with node_session("test_client", monkeypatch, tmp_path, subscriber_settle_s=0.3) as session:
+        yield session
 
 
-def _ros_session(env, node, executor, tmp_path):
-    processes = []
-    reports = []
-    node.create_subscription(DiagnosticArray, "/diagnostics", reports.append, 10)
-
-    class Ros:
-        def __init__(self):
-            self.node, self.executor, self.env = node, executor, env
-
-        def start(self, *ros_args, name="angular_velocity_node", params_file=PARAMS_FILE, reliable=True):
-            """Start the node; reliable QoS where a test counts on every message arriving
-            (best effort may lose the first messages while discovery settles)."""
-            qos = ["-p", "qos_reliability:=reliable"] if reliable else []
-            command = [executable(name), "--ros-args", "--params-file", str(params_file), *qos, *ros_args]
-            process = NodeProcess(command, env, tmp_path / f"{name}_{len(processes)}.log")
-            processes.append(process)
-            # the node's first report reaching this test means discovery is done both ways
-            assert spin_until(executor, lambda: reports, 30.0), process.log()
-            return process
-
-        def collect(self, message_type, topic):
-            received = []
-            node.create_subscription(message_type, topic, received.append, 100)
-            return received
-
-        def wait_for_subscriber(self, publisher, timeout_s=20.0):
-            assert spin_until(executor, lambda: publisher.get_subscription_count() > 0, timeout_s), \
-                "the node never subscribed: " + (processes[-1].log() if processes else "")
-            time.sleep(0.3)
-
-    yield Ros()
-    for process in processes:
-        process.stop()
+def start_node(ros, *ros_args, params_file=PARAMS_FILE, reliable=True):
+    """The angular velocity node with the DAVIS240C params file; reliable QoS unless told."""
+    return ros.start("angular_velocity_node", *ros_args, params_file=params_file, reliable=reliable)
 
 
 def boxes_events() -> Events:
@@ -81,8 +50,7 @@ def boxes_events() -> Events:
 
 
 def publish_event_array(ros, events: Events, topic="/dvs/events", per_message=5000, frame_id="dvs"):
-    publisher = ros.node.create_publisher(EventArray, topic, 100)
-    ros.wait_for_subscriber(publisher)
+    publisher = ros.publisher(EventArray, topic, 100)
     for start in range(0, len(events), per_message):
         publisher.publish(transport.encode_event_array(events[start:start + per_message], 180, 240, frame_id))
         ros.executor.spin_once(timeout_sec=0.01)
@@ -93,7 +61,7 @@ def test_node_estimates_real_events_from_event_array(ros):
     """Started like `ros2 run` (entry point, --ros-args, params file), fed real DAVIS events."""
     # default QoS (best effort, as live drivers publish); the slice is sent twice in case
     # the first messages go while discovery settles
-    node = ros.start("-r", "events:=/dvs/events", "-p", "camera_info_timeout_s:=0.5", reliable=False)
+    node = start_node(ros, "-r", "events:=/dvs/events", "-p", "camera_info_timeout_s:=0.5", reliable=False)
     estimates = ros.collect(TwistStamped, "/angular_velocity")
     events = boxes_events()
     publish_event_array(ros, events)
@@ -112,14 +80,13 @@ def test_node_estimates_real_events_from_event_array(ros):
 
 
 def test_node_decodes_event_packets_evt3(ros):
-    node = ros.start("-r", "events:=/event_camera/events", "-p", "camera_info_timeout_s:=0.5",
-                     "-p", "event_message_type:=event_camera_msgs/EventPacket")
+    node = start_node(ros, "-r", "events:=/event_camera/events", "-p", "camera_info_timeout_s:=0.5",
+                           "-p", "event_message_type:=event_camera_msgs/EventPacket")
     estimates = ros.collect(TwistStamped, "/angular_velocity")
     events = boxes_events()
     # EVT3 carries microseconds; the dataset's times are microseconds written as 49.006624999 s
     events = Events(events.x, events.y, (events.t + 500) // 1000 * 1000, events.p)
-    publisher = ros.node.create_publisher(EventPacket, "/event_camera/events", 100)
-    ros.wait_for_subscriber(publisher)
+    publisher = ros.publisher(EventPacket, "/event_camera/events", 100)
     time_offset_ns = (int(events.t[0]) // 1000) * 1000
     for seq, start in enumerate(range(0, len(events), 6000)):
         publisher.publish(transport.encode_event_packet(events[start:start + 6000], 180, 240, "evt3",
@@ -133,8 +100,8 @@ def test_node_decodes_event_packets_evt3(ros):
 
 
 def test_compensated_image_is_sharper_than_uncompensated(ros):
-    node = ros.start("-r", "events:=/dvs/events", "-p", "camera_info_timeout_s:=0.5",
-                     "-p", "window_events:=15000", "-p", "image_rate_hz:=100.0")
+    node = start_node(ros, "-r", "events:=/dvs/events", "-p", "camera_info_timeout_s:=0.5",
+                           "-p", "window_events:=15000", "-p", "image_rate_hz:=100.0")
     before = ros.collect(Image, "/iwe/uncompensated")
     after = ros.collect(Image, "/iwe/compensated")
     estimates = ros.collect(TwistStamped, "/angular_velocity")
@@ -157,12 +124,11 @@ def test_compensated_image_is_sharper_than_uncompensated(ros):
 
 
 def test_bad_input_is_logged_once_and_good_data_still_estimated(ros):
-    node = ros.start("-r", "events:=/dvs/events", "-p", "camera_info_timeout_s:=0.5",
-                     "-p", "window_events:=10000")
+    node = start_node(ros, "-r", "events:=/dvs/events", "-p", "camera_info_timeout_s:=0.5",
+                           "-p", "window_events:=10000")
     estimates = ros.collect(TwistStamped, "/angular_velocity")
     diagnostics = ros.collect(DiagnosticArray, "/diagnostics")
-    publisher = ros.node.create_publisher(EventArray, "/dvs/events", 100)
-    ros.wait_for_subscriber(publisher)
+    publisher = ros.publisher(EventArray, "/dvs/events", 100)
     spin_until(ros.executor, lambda: False, 1.0)  # fallback calibration in place
     events = boxes_events()
     good = transport.encode_event_array(events[:2000], 180, 240, "dvs")
@@ -230,7 +196,7 @@ def _raw_event_array(events: Events, height: int, width: int) -> bytes:
 def test_without_camera_info_or_fallback_node_waits_then_uses_camera_info(ros, tmp_path):
     params = tmp_path / "no_calibration.yaml"
     params.write_text("/**:\n  ros__parameters:\n    camera_info_timeout_s: 0.3\n    window_events: 10000\n")
-    node = ros.start("-r", "events:=/dvs/events", params_file=params)
+    node = start_node(ros, "-r", "events:=/dvs/events", params_file=params)
     estimates = ros.collect(TwistStamped, "/angular_velocity")
     events = boxes_events()
     publish_event_array(ros, events[:10000])
@@ -242,8 +208,7 @@ def test_without_camera_info_or_fallback_node_waits_then_uses_camera_info(ros, t
     info = CameraInfo(width=240, height=180, distortion_model="plumb_bob")
     info.k = [calibration.fx, 0.0, calibration.cx, 0.0, calibration.fy, calibration.cy, 0.0, 0.0, 1.0]
     info.d = list(calibration.distortion)
-    info_publisher = ros.node.create_publisher(CameraInfo, "/dvs/camera_info", 10)
-    ros.wait_for_subscriber(info_publisher)
+    info_publisher = ros.publisher(CameraInfo, "/dvs/camera_info", 10)
     info_publisher.publish(info)
     spin_until(ros.executor, lambda: "using intrinsics from camera_info" in node.log(), 10.0)
     publish_event_array(ros, events[10000:])
@@ -256,7 +221,7 @@ def test_loss_and_window_size_change_at_run_time(ros):
     from rclpy.parameter import Parameter
     from rclpy.parameter_client import AsyncParameterClient
 
-    node = ros.start("-r", "events:=/dvs/events", "-p", "camera_info_timeout_s:=0.3", "-p", "queue_policy:=all")
+    node = start_node(ros, "-r", "events:=/dvs/events", "-p", "camera_info_timeout_s:=0.3", "-p", "queue_policy:=all")
     estimates = ros.collect(TwistStamped, "/angular_velocity")
     client = AsyncParameterClient(ros.node, "angular_velocity_node")
     assert client.wait_for_services(timeout_sec=20.0)
@@ -313,8 +278,8 @@ def test_a_dead_estimator_process_is_reported_and_restarted(ros):
     import os
     import signal
 
-    node = ros.start("-r", "events:=/dvs/events", "-p", "camera_info_timeout_s:=0.3", "-p", "window_events:=10000",
-                     "-p", "queue_policy:=all")
+    node = start_node(ros, "-r", "events:=/dvs/events", "-p", "camera_info_timeout_s:=0.3",
+                      "-p", "window_events:=10000", "-p", "queue_policy:=all")
     estimates = ros.collect(TwistStamped, "/angular_velocity")
     diagnostics = ros.collect(DiagnosticArray, "/diagnostics")
     events = boxes_events()

@@ -12,7 +12,6 @@ import pytest
 rclpy = pytest.importorskip("rclpy")
 pytest.importorskip("dvs_msgs.msg", reason="interface packages not built: run `make setup`")
 
-from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
 from dvs_msgs.msg import EventArray  # noqa: E402
 from geometry_msgs.msg import PoseStamped  # noqa: E402
 from sensor_msgs.msg import Image, PointCloud2  # noqa: E402
@@ -24,7 +23,7 @@ from focus_ros.poses import Trajectory  # noqa: E402
 from focus_ros.ros import depth_messages  # noqa: E402
 from focus_ros.ros.depth_node import PoseGate, trajectory_segment  # noqa: E402
 from focus_ros.ros.messages import time_from_ns  # noqa: E402
-from ros_harness import NodeProcess, client_node, executable, spin_until  # noqa: E402
+from ros_harness import NodeProcess, executable, node_session, spin_until  # noqa: E402
 
 PARAMS_FILE = REPOSITORY_ROOT / "config" / "depth_davis240c.yaml"
 SHIFT_NS = 10_000_000_000   # event and pose times start at 10 s, so that poses can jump back
@@ -113,45 +112,20 @@ def slider():
 
 @pytest.fixture
 def ros(tmp_path, monkeypatch):
-    with client_node("depth_test_client", monkeypatch) as (env, node, executor):
-        processes = []
-        reports = []
-        node.create_subscription(DiagnosticArray, "/diagnostics", reports.append, 100)
+    with node_session("depth_test_client", monkeypatch, tmp_path, reports_depth=100) as session:
+        yield session
 
-        class Ros:
-            def __init__(self):
-                self.node, self.executor, self.reports = node, executor, reports
 
-            def start(self, *ros_args):
-                command = [executable("depth_node"), "--ros-args", "--params-file", str(PARAMS_FILE),
-                           "-r", "events:=/dvs/events", "-r", "pose:=/optitrack/davis",
-                           "-p", "qos_reliability:=reliable", *ros_args]
-                process = NodeProcess(command, env, tmp_path / f"depth_node_{len(processes)}.log")
-                processes.append(process)
-                assert spin_until(executor, lambda: reports, 30.0), process.log()
-                return process
+def start_depth_node(ros, *ros_args):
+    """depth_node with its params file, the DAVIS and OptiTrack topics, reliable QoS."""
+    return ros.start("depth_node", "-r", "events:=/dvs/events", "-r", "pose:=/optitrack/davis", *ros_args,
+                     params_file=PARAMS_FILE, reliable=True)
 
-            def collect(self, message_type, topic):
-                received = []
-                node.create_subscription(message_type, topic, received.append, 100)
-                return received
 
-            def publisher(self, message_type, topic):
-                publisher = node.create_publisher(message_type, topic, 1000)
-                assert spin_until(executor, lambda: publisher.get_subscription_count() > 0, 20.0)
-                return publisher
-
-            def spin(self, seconds):
-                spin_until(executor, lambda: False, seconds)
-
-            def last_values(self):
-                """The key/values and the message of the node's latest /diagnostics status."""
-                status = [s for s in reports[-1].status if "depth" in s.name][0]
-                return {kv.key: kv.value for kv in status.values}, status.message
-
-        yield Ros()
-        for process in processes:
-            process.stop()
+def last_values(ros):
+    """The key/values and the message of the node's latest /diagnostics status."""
+    status = [s for s in ros.reports[-1].status if "depth" in s.name][0]
+    return {kv.key: kv.value for kv in status.values}, status.message
 
 
 def publish_events(ros, publisher, events: Events, per_message=20000):
@@ -188,12 +162,13 @@ def events_between(recording, t_first_ns, t_last_ns) -> Events:
 
 @pytest.mark.parametrize("points_frame", ["world", "camera"])
 def test_depth_image_follows_rep118_and_matches_the_cloud(ros, slider, points_frame):
-    ros.start("-p", "keyframe_events:=60000", "-p", "camera_info_timeout_s:=0.2", "-p", f"points_frame:={points_frame}")
+    start_depth_node(ros, "-p", "keyframe_events:=60000", "-p", "camera_info_timeout_s:=0.2",
+                     "-p", f"points_frame:={points_frame}")
     clouds = ros.collect(PointCloud2, "/depth/points")
     images = ros.collect(Image, "/depth/image")
     confidences = ros.collect(Image, "/depth/confidence")
-    events_out = ros.publisher(EventArray, "/dvs/events")
-    poses_out = ros.publisher(PoseStamped, "/optitrack/davis")
+    events_out = ros.publisher(EventArray, "/dvs/events", 1000)
+    poses_out = ros.publisher(PoseStamped, "/optitrack/davis", 1000)
     t0 = int(slider.events.t[0])
     publish_poses(ros, poses_out, slider, t0 - 5_000_000, t0 + 700_000_000)
     publish_events(ros, events_out, events_between(slider, t0, t0 + 600_000_000))
@@ -237,11 +212,11 @@ def test_bad_input_is_logged_once_counted_and_survived(ros, slider):
     """Malformed messages, events without poses, a camera at rest, poses jumping back, out of
     order or not finite, poses that stop: each logged once and counted; later good data still
     yields depth."""
-    node = ros.start("-p", "keyframe_events:=30000", "-p", "camera_info_timeout_s:=0.2",
-                     "-p", "pose_timeout_s:=0.5", "-p", "keyframe_flush_idle_s:=0.0")
+    node = start_depth_node(ros, "-p", "keyframe_events:=30000", "-p", "camera_info_timeout_s:=0.2",
+                                 "-p", "pose_timeout_s:=0.5", "-p", "keyframe_flush_idle_s:=0.0")
     clouds = ros.collect(PointCloud2, "/depth/points")
-    events_out = ros.publisher(EventArray, "/dvs/events")
-    poses_out = ros.publisher(PoseStamped, "/optitrack/davis")
+    events_out = ros.publisher(EventArray, "/dvs/events", 1000)
+    poses_out = ros.publisher(PoseStamped, "/optitrack/davis", 1000)
     raw_out = ros.node.create_publisher(EventArray, "/dvs/events", 10)
     t0 = int(slider.events.t[0])
 
@@ -252,15 +227,15 @@ def test_bad_input_is_logged_once_counted_and_survived(ros, slider):
     # 2. events without poses: held, reported
     publish_events(ros, events_out, events_between(slider, t0, t0 + 300_000_000))
     count = len(ros.reports)
-    assert spin_until(ros.executor, lambda: len(ros.reports) > count + 1 and "no poses" in ros.last_values()[1],
+    assert spin_until(ros.executor, lambda: len(ros.reports) > count + 1 and "no poses" in last_values(ros)[1],
                       10.0), node.log()
-    values, _ = ros.last_values()
+    values, _ = last_values(ros)
     assert int(values["malformed_messages"]) == 2
     assert int(values["events_held_for_poses"]) > 0
     # 3. a camera at rest: poses that cover those events but never move -> no depth, said so
     publish_poses(ros, poses_out, slider, t0 - 5_000_000, t0 + 320_000_000,
                   position_override=slider.poses.position[0])
-    assert spin_until(ros.executor, lambda: int(ros.last_values()[0]["keyframes_without_depth"]) >= 1, 30.0), \
+    assert spin_until(ros.executor, lambda: int(last_values(ros)[0]["keyframes_without_depth"]) >= 1, 30.0), \
         node.log()
     assert not clouds
     # 4. poses jumping back in time: the trajectory restarts
@@ -274,8 +249,8 @@ def test_bad_input_is_logged_once_counted_and_survived(ros, slider):
     assert spin_until(ros.executor, lambda: len(clouds) >= 1, 60.0), node.log()
     # 6. poses that stop while events go on
     publish_events(ros, events_out, events_between(slider, t0 + 950_000_000, t0 + 1_150_000_000))
-    assert spin_until(ros.executor, lambda: "poses stopped" in ros.last_values()[1], 10.0), node.log()
-    values, _ = ros.last_values()
+    assert spin_until(ros.executor, lambda: "poses stopped" in last_values(ros)[1], 10.0), node.log()
+    values, _ = last_values(ros)
     assert int(values["pose_restarts"]) == 1
     assert int(values["poses_out_of_order"]) == 1 and int(values["poses_invalid"]) == 1
     assert int(values["keyframes_published"]) >= 1
@@ -300,13 +275,13 @@ def test_odometry_of_a_body_with_a_camera_from_body_transform_gives_the_cameras_
     translation = [0.05, -0.02, 0.10]                              # m, body origin in camera coordinates
     rotation = [0.0, 0.7071067811865476, 0.0, 0.7071067811865476]   # 90 deg about the camera's y axis
     camera_from_body = pose_matrix(quaternion_to_matrix(np.array(rotation)), translation)
-    node = ros.start("-p", f"keyframe_events:={E2E_KEYFRAME_EVENTS}", "-p", "camera_info_timeout_s:=0.2",
-                     "-p", "pose_message_type:=nav_msgs/Odometry", "-r", "odometry:=/vio/odometry",
-                     "-p", f"camera_from_body.translation_m:={translation}",
-                     "-p", f"camera_from_body.rotation_xyzw:={rotation}")
+    node = start_depth_node(ros, "-p", f"keyframe_events:={E2E_KEYFRAME_EVENTS}", "-p", "camera_info_timeout_s:=0.2",
+                                 "-p", "pose_message_type:=nav_msgs/Odometry", "-r", "odometry:=/vio/odometry",
+                                 "-p", f"camera_from_body.translation_m:={translation}",
+                                 "-p", f"camera_from_body.rotation_xyzw:={rotation}")
     clouds = ros.collect(PointCloud2, "/depth/points")
-    events_out = ros.publisher(EventArray, "/dvs/events")
-    odometry_out = ros.publisher(Odometry, "/vio/odometry")
+    events_out = ros.publisher(EventArray, "/dvs/events", 1000)
+    odometry_out = ros.publisher(Odometry, "/vio/odometry", 1000)
     t0 = int(slider.events.t[0])
     poses = slider.poses
     for index in np.flatnonzero((poses.t >= t0 - 5_000_000) & (poses.t <= t0 + 600_000_000))[::5]:
@@ -349,10 +324,10 @@ def test_bag_replayed_into_depth_node_gives_ground_truth_depth_and_the_offline_c
 
     bag = tmp_path / "slider.bag2"
     write_bag(bag, slider, version=2, storage="mcap")
-    node = ros.start("-p", f"keyframe_events:={E2E_KEYFRAME_EVENTS}", "-p", "max_pending_keyframes:=100",
-                     # the rest of the stream makes a keyframe after 5 s without events (not 1 s:
-                     # a loaded machine can stall the replay that long mid-stream)
-                     "-p", "keyframe_flush_idle_s:=5.0")
+    node = start_depth_node(ros, "-p", f"keyframe_events:={E2E_KEYFRAME_EVENTS}", "-p", "max_pending_keyframes:=100",
+                                 # the rest of the stream makes a keyframe after 5 s without events (not 1 s:
+                                 # a loaded machine can stall the replay that long mid-stream)
+                                 "-p", "keyframe_flush_idle_s:=5.0")
     clouds = ros.collect(PointCloud2, "/depth/points")
     expected = expected_keyframes(len(slider.events), E2E_KEYFRAME_EVENTS)
     assert expected >= 3
@@ -429,10 +404,11 @@ def test_estimator_process_and_thread_give_the_same_depth_and_a_killed_worker_is
 
     nodes, clouds, images = {}, {}, {}
     for name, in_process in (("process", "true"), ("thread", "false")):
-        nodes[name] = ros.start("-r", f"__node:=depth_{name}", "-r", f"depth/points:=/{name}/points",
-                                "-r", f"depth/image:=/{name}/image", "-p", f"estimator_process:={in_process}",
-                                "-p", "keyframe_events:=60000", "-p", "camera_info_timeout_s:=0.2",
-                                "-p", "keyframe_flush_idle_s:=0.0", "-p", "max_pending_keyframes:=100")
+        nodes[name] = start_depth_node(
+            ros, "-r", f"__node:=depth_{name}", "-r", f"depth/points:=/{name}/points",
+            "-r", f"depth/image:=/{name}/image", "-p", f"estimator_process:={in_process}",
+            "-p", "keyframe_events:=60000", "-p", "camera_info_timeout_s:=0.2",
+            "-p", "keyframe_flush_idle_s:=0.0", "-p", "max_pending_keyframes:=100")
         clouds[name] = ros.collect(PointCloud2, f"/{name}/points")
         images[name] = ros.collect(Image, f"/{name}/image")
     assert spin_until(ros.executor, lambda: all(_depth_values(ros.reports, f"depth_{name}") for name in nodes),

@@ -13,7 +13,6 @@ import pytest
 rclpy = pytest.importorskip("rclpy")
 pytest.importorskip("event_camera_msgs.msg", reason="interface packages not built: run `make setup`")
 
-from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
 from event_camera_msgs.msg import EventPacket  # noqa: E402
 from geometry_msgs.msg import TwistStamped  # noqa: E402
 
@@ -22,7 +21,7 @@ from focus_ros import transport  # noqa: E402
 from focus_ros.events import Events  # noqa: E402
 from focus_ros.sources import bags  # noqa: E402
 from focus_ros.sources.ecd import read_ecd_folder  # noqa: E402
-from ros_harness import NodeProcess, client_node, executable, spin_until  # noqa: E402
+from ros_harness import node_session, spin_until  # noqa: E402
 
 SECOND = 1_000_000_000
 PARAMS_FILE = REPOSITORY_ROOT / "config" / "davis240c.yaml"
@@ -32,31 +31,16 @@ ROS_START = 1_763_900_000 * SECOND  # the host clock when the recording starts (
 
 
 @pytest.fixture
-def session(tmp_path, monkeypatch):
-    with client_node("driver_test_client", monkeypatch) as (env, node, executor):
-        processes = []
-        reports = []
-        node.create_subscription(DiagnosticArray, "/diagnostics", reports.append, 10)
+def ros(tmp_path, monkeypatch):
+    with node_session("driver_test_client", monkeypatch, tmp_path) as session:
+        yield session
 
-        def start(name, *ros_args):
-            process = NodeProcess([executable(name), "--ros-args", *ros_args], env,
-                                  tmp_path / f"{name}_{len(processes)}.log")
-            processes.append(process)
-            return process
 
-        def start_estimator(*ros_args):
-            process = start("angular_velocity_node", "--params-file", str(PARAMS_FILE),
-                            "-r", "events:=/event_camera/events", "-p", "qos_reliability:=reliable",
-                            "-p", "event_message_type:=event_camera_msgs/EventPacket",
-                            "-p", "camera_info_timeout_s:=0.5", *ros_args)
-            assert spin_until(executor, lambda: reports, 30.0), process.log()
-            return process
-
-        estimates = []
-        node.create_subscription(TwistStamped, "/angular_velocity", estimates.append, 100)
-        yield node, executor, start, start_estimator, estimates
-        for process in processes:
-            process.stop()
+def start_estimator(ros, *ros_args):
+    """The angular velocity node on EventPacket messages at /event_camera/events, reliable QoS."""
+    return ros.start("angular_velocity_node", "-r", "events:=/event_camera/events",
+                     "-p", "event_message_type:=event_camera_msgs/EventPacket",
+                     "-p", "camera_info_timeout_s:=0.5", *ros_args, params_file=PARAMS_FILE, reliable=True)
 
 
 def stamp_ns(message) -> int:
@@ -64,9 +48,10 @@ def stamp_ns(message) -> int:
 
 
 @pytest.mark.parametrize("encoding", transport.SUPPORTED_PACKET_ENCODINGS)
-def test_node_fed_event_packets_of_every_encoding_stamps_in_ros_time(session, encoding):
-    node, executor, _, start_estimator, estimates = session
-    process = start_estimator()
+def test_node_fed_event_packets_of_every_encoding_stamps_in_ros_time(ros, encoding):
+    executor = ros.executor
+    estimates = ros.collect(TwistStamped, "/angular_velocity")
+    process = start_estimator(ros)
     slice_events = read_ecd_folder(slice_folder("boxes_rotation")).events
     # the events in host (ROS) time, whole microseconds (the cameras' resolution)
     t = ROS_START + (slice_events.t - slice_events.t[0]) // 1000 * 1000
@@ -74,8 +59,7 @@ def test_node_fed_event_packets_of_every_encoding_stamps_in_ros_time(session, en
     # evt3: the camera's clock reads 3 s since power-up at the first event; the others carry
     # host time in time_base (libcaer_driver) and ignore this
     camera_clock_origin = ROS_START - 3 * SECOND
-    publisher = node.create_publisher(EventPacket, "/event_camera/events", 100)
-    assert spin_until(executor, lambda: publisher.get_subscription_count() > 0, 20.0), process.log()
+    publisher = ros.publisher(EventPacket, "/event_camera/events", 100)
     stamps = []
     for seq, begin in enumerate(range(0, len(events), 3000)):
         chunk = events[begin:begin + 3000]
@@ -107,19 +91,20 @@ def peer_bag(relative: str):
     ("event_camera_codecs/test_data_libcaer_rollover", 640, 480),
 ])
 def test_peer_bag_replayed_through_the_node_gives_stamps_within_its_header_stamps(
-        session, relative, width, height):
-    node, executor, start, start_estimator, estimates = session
+        ros, relative, width, height):
+    executor = ros.executor
+    estimates = ros.collect(TwistStamped, "/angular_velocity")
     path = peer_bag(relative)
     header_stamps = [info.stamp_ns for _, info in bags.iter_bag_events(path)]
     focal = 0.8 * width
     estimator = start_estimator(
-        "-p", f"calibration.width:={width}", "-p", f"calibration.height:={height}",
+        ros, "-p", f"calibration.width:={width}", "-p", f"calibration.height:={height}",
         "-p", f"calibration.fx:={focal}", "-p", f"calibration.fy:={focal}",
         "-p", f"calibration.cx:={width / 2}", "-p", f"calibration.cy:={height / 2}",
         "-p", "calibration.distortion:=[0.0, 0.0, 0.0, 0.0, 0.0]", "-p", "window_events:=20000",
         "-p", "queue_policy:=all")
-    replay = start("replay_node", "-p", f"bag:={path}", "-p", "rate:=0.0",
-                   "-p", "wait_for_subscribers_s:=20.0")
+    replay = ros.start("replay_node", "-p", f"bag:={path}", "-p", "rate:=0.0",
+                       "-p", "wait_for_subscribers_s:=20.0", wait_for_report=False)
     assert spin_until(executor, lambda: not replay.alive(), 120.0), replay.log()
     spin_until(executor, lambda: False, 2.0)  # the last estimates on their way
     assert estimates, estimator.log() + replay.log()

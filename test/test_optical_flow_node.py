@@ -11,7 +11,6 @@ import pytest
 rclpy = pytest.importorskip("rclpy")
 pytest.importorskip("dvs_msgs.msg", reason="interface packages not built: run `make setup`")
 
-from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
 from dvs_msgs.msg import EventArray  # noqa: E402
 from sensor_msgs.msg import Image  # noqa: E402
 
@@ -21,7 +20,7 @@ from focus_ros import transport  # noqa: E402
 from focus_ros.estimators.optical_flow import OpticalFlowEstimator, OpticalFlowSettings  # noqa: E402
 from focus_ros.events import Events  # noqa: E402
 from focus_ros.windows import count_windows  # noqa: E402
-from ros_harness import NodeProcess, client_node, executable, spin_until  # noqa: E402
+from ros_harness import node_session, spin_until  # noqa: E402
 
 PARAMS_FILE = REPOSITORY_ROOT / "config" / "optical_flow.yaml"
 TRUE_FLOW = np.array([120.0, -90.0])
@@ -61,29 +60,22 @@ def test_node_publishes_the_flow_of_focus_ros_flow(tmp_path, monkeypatch):
     estimator = OpticalFlowEstimator(240, 180, OpticalFlowSettings(min_events_per_patch=SCENE_MIN_EVENTS))
     expected = [estimator.estimate(window) for window in windows]
 
-    with client_node("flow_test_client", monkeypatch) as (env, node, executor):
-        reports, flows, pictures = [], [], []
-        node.create_subscription(DiagnosticArray, "/diagnostics", reports.append, 10)
-        node.create_subscription(Image, "/optical_flow", flows.append, 10)
-        node.create_subscription(Image, "/optical_flow/image", pictures.append, 10)
-        command = [executable("optical_flow_node"), "--ros-args", "--params-file", str(PARAMS_FILE),
-                   "-r", "events:=/dvs/events", "-p", "qos_reliability:=reliable", "-p", "queue_policy:=all",
-                   "-p", "camera_info_timeout_s:=0.3", "-p", "image_rate_hz:=100.0",
-                   "-p", f"min_events_per_patch:={SCENE_MIN_EVENTS}"]
-        process = NodeProcess(command, env, tmp_path / "optical_flow_node.log")
-        try:
-            assert spin_until(executor, lambda: reports, 30.0), process.log()
-            publisher = node.create_publisher(EventArray, "/dvs/events", 100)
-            assert spin_until(executor, lambda: publisher.get_subscription_count() > 0, 20.0), process.log()
-            spin_until(executor, lambda: False, 1.0)  # fallback calibration in place, image subscription seen
-            for start in range(0, len(events), 5000):
-                publisher.publish(transport.encode_event_array(events[start:start + 5000], 180, 240, "dvs"))
-                executor.spin_once(timeout_sec=0.01)
-            assert spin_until(executor, lambda: len(flows) >= 2 and pictures, 90.0), process.log()
-            reports.clear()
-            assert spin_until(executor, lambda: reports, 5.0)
-        finally:
-            process.stop()
+    with node_session("flow_test_client", monkeypatch, tmp_path) as ros:
+        reports = ros.reports
+        flows = ros.collect(Image, "/optical_flow", 10)
+        pictures = ros.collect(Image, "/optical_flow/image", 10)
+        process = ros.start("optical_flow_node", "-r", "events:=/dvs/events", "-p", "queue_policy:=all",
+                            "-p", "camera_info_timeout_s:=0.3", "-p", "image_rate_hz:=100.0",
+                            "-p", f"min_events_per_patch:={SCENE_MIN_EVENTS}", params_file=PARAMS_FILE,
+                            reliable=True, log_name="optical_flow_node")
+        publisher = ros.publisher(EventArray, "/dvs/events", 100)
+        ros.spin(1.0)  # fallback calibration in place, image subscription seen
+        for start in range(0, len(events), 5000):
+            publisher.publish(transport.encode_event_array(events[start:start + 5000], 180, 240, "dvs"))
+            ros.executor.spin_once(timeout_sec=0.01)
+        assert spin_until(ros.executor, lambda: len(flows) >= 2 and pictures, 90.0), process.log()
+        reports.clear()
+        assert spin_until(ros.executor, lambda: reports, 5.0)
 
     for message, estimate, command_flow in zip(flows, expected, command_flows):
         assert message.encoding == "32FC2"
@@ -129,63 +121,57 @@ def test_estimator_process_and_thread_publish_the_same_flow_and_a_killed_worker_
     later = translating_dots(TRUE_FLOW, dots=1500, events=60_000, duration_s=0.03, seed=4)
     later = Events(later.x, later.y, later.t - int(later.t[0]) + int(events.t[-1]) + 1000, later.p)  # continues
 
-    with client_node("flow_paths_client", monkeypatch) as (env, node, executor):
-        reports, flows = [], {"process": [], "thread": []}
-        node.create_subscription(DiagnosticArray, "/diagnostics", reports.append, 50)
+    with node_session("flow_paths_client", monkeypatch, tmp_path, reports_depth=50) as ros:
+        node, executor, reports = ros.node, ros.executor, ros.reports
+        flows = {"process": [], "thread": []}
         processes = {}
-        try:
-            for name, in_process in (("process", "true"), ("thread", "false")):
-                node.create_subscription(Image, f"/{name}/optical_flow", flows[name].append, 10)
-                command = [executable("optical_flow_node"), "--ros-args", "--params-file", str(PARAMS_FILE),
-                           "-r", f"__node:=flow_{name}", "-r", "events:=/dvs/events",
-                           "-r", f"optical_flow:=/{name}/optical_flow", "-p", "qos_reliability:=reliable",
-                           "-p", "queue_policy:=all", "-p", "camera_info_timeout_s:=0.3",
-                           "-p", f"estimator_process:={in_process}",
-                           "-p", f"min_events_per_patch:={SCENE_MIN_EVENTS}"]
-                processes[name] = NodeProcess(command, env, tmp_path / f"flow_{name}.log")
-            publisher = node.create_publisher(EventArray, "/dvs/events", 100)
-            assert spin_until(executor, lambda: publisher.get_subscription_count() >= 2, 30.0), \
-                processes["process"].log() + processes["thread"].log()
-            assert spin_until(executor, lambda: all(any(_flow_values(r, f"flow_{name}") for r in reports)
-                                                   for name in processes), 30.0)
-            spin_until(executor, lambda: False, 0.5)  # both on the fallback calibration
+        for name, in_process in (("process", "true"), ("thread", "false")):
+            flows[name] = ros.collect(Image, f"/{name}/optical_flow", 10)
+            processes[name] = ros.start("optical_flow_node", "-r", f"__node:=flow_{name}", "-r", "events:=/dvs/events",
+                                        "-r", f"optical_flow:=/{name}/optical_flow", "-p", "queue_policy:=all",
+                                        "-p", "camera_info_timeout_s:=0.3", "-p", f"estimator_process:={in_process}",
+                                        "-p", f"min_events_per_patch:={SCENE_MIN_EVENTS}", params_file=PARAMS_FILE,
+                                        reliable=True, log_name=f"flow_{name}", wait_for_report=False)
+        publisher = node.create_publisher(EventArray, "/dvs/events", 100)
+        assert spin_until(executor, lambda: publisher.get_subscription_count() >= 2, 30.0), \
+            processes["process"].log() + processes["thread"].log()
+        assert spin_until(executor, lambda: all(any(_flow_values(r, f"flow_{name}") for r in reports)
+                                               for name in processes), 30.0)
+        spin_until(executor, lambda: False, 0.5)  # both on the fallback calibration
 
-            def publish(stream):
-                for start in range(0, len(stream), 5000):
-                    publisher.publish(transport.encode_event_array(stream[start:start + 5000], 180, 240, "dvs"))
-                    executor.spin_once(timeout_sec=0.01)
+        def publish(stream):
+            for start in range(0, len(stream), 5000):
+                publisher.publish(transport.encode_event_array(stream[start:start + 5000], 180, 240, "dvs"))
+                executor.spin_once(timeout_sec=0.01)
 
-            publish(events)
-            assert spin_until(executor, lambda: len(flows["process"]) >= 2 and len(flows["thread"]) >= 2, 90.0), \
-                (len(flows["process"]), len(flows["thread"]), [_flow_values(r, "flow_process") for r in reports[-3:]],
-                 [_flow_values(r, "flow_thread") for r in reports[-3:]])
-            for from_process, from_thread in zip(flows["process"], flows["thread"]):
-                assert from_process.header.stamp == from_thread.header.stamp
-                assert bytes(from_process.data) == bytes(from_thread.data)
-            valid = np.isfinite(np.frombuffer(bytes(flows["process"][-1].data), dtype="<f4"))
-            assert valid.sum() > 100  # the comparison covers real flows, not only NaN
+        publish(events)
+        assert spin_until(executor, lambda: len(flows["process"]) >= 2 and len(flows["thread"]) >= 2, 90.0), \
+            (len(flows["process"]), len(flows["thread"]), [_flow_values(r, "flow_process") for r in reports[-3:]],
+             [_flow_values(r, "flow_thread") for r in reports[-3:]])
+        for from_process, from_thread in zip(flows["process"], flows["thread"]):
+            assert from_process.header.stamp == from_thread.header.stamp
+            assert bytes(from_process.data) == bytes(from_thread.data)
+        valid = np.isfinite(np.frombuffer(bytes(flows["process"][-1].data), dtype="<f4"))
+        assert valid.sum() > 100  # the comparison covers real flows, not only NaN
 
-            # the worker of the process node killed: reported, restarted, estimating again
-            reports.clear()
-            assert spin_until(executor, lambda: any(_flow_values(r, "flow_process") for r in reports), 5.0)
-            values = [_flow_values(r, "flow_process") for r in reports if _flow_values(r, "flow_process")][-1]
-            pid = int(values["estimator_process_pid"])
-            assert pid not in (0, processes["process"].process.pid)
-            thread_values = [_flow_values(r, "flow_thread") for r in reports if _flow_values(r, "flow_thread")]
-            assert not thread_values or int(thread_values[-1]["estimator_process_pid"]) == 0
-            os.kill(pid, signal.SIGKILL)
-            count = len(flows["process"])
-            publish(later)
-            assert spin_until(executor, lambda: len(flows["process"]) >= count + 1, 60.0), processes["process"].log()
-            reports.clear()
-            assert spin_until(executor, lambda: any(_flow_values(r, "flow_process") for r in reports), 5.0)
-            values = [_flow_values(r, "flow_process") for r in reports if _flow_values(r, "flow_process")][-1]
-            assert int(values["worker_restarts"]) == 1
-            assert int(values["estimator_process_pid"]) not in (0, pid)
-            assert processes["process"].alive()
-        finally:
-            for process in processes.values():
-                process.stop()
+        # the worker of the process node killed: reported, restarted, estimating again
+        reports.clear()
+        assert spin_until(executor, lambda: any(_flow_values(r, "flow_process") for r in reports), 5.0)
+        values = [_flow_values(r, "flow_process") for r in reports if _flow_values(r, "flow_process")][-1]
+        pid = int(values["estimator_process_pid"])
+        assert pid not in (0, processes["process"].process.pid)
+        thread_values = [_flow_values(r, "flow_thread") for r in reports if _flow_values(r, "flow_thread")]
+        assert not thread_values or int(thread_values[-1]["estimator_process_pid"]) == 0
+        os.kill(pid, signal.SIGKILL)
+        count = len(flows["process"])
+        publish(later)
+        assert spin_until(executor, lambda: len(flows["process"]) >= count + 1, 60.0), processes["process"].log()
+        reports.clear()
+        assert spin_until(executor, lambda: any(_flow_values(r, "flow_process") for r in reports), 5.0)
+        values = [_flow_values(r, "flow_process") for r in reports if _flow_values(r, "flow_process")][-1]
+        assert int(values["worker_restarts"]) == 1
+        assert int(values["estimator_process_pid"]) not in (0, pid)
+        assert processes["process"].alive()
     log = processes["process"].log()
     assert re.search(rf"estimator process \(pid {pid}\) stopped \(killed by signal 9\).*restarting", log), log
     assert "Traceback" not in log
