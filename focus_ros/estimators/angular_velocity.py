@@ -168,6 +168,15 @@ def reference_time_ns(events: Events, t_ref: str) -> int:
     return first + (last - first) // 2
 
 
+def events_around(events: Events, t_ref_ns: int, count: int) -> Events:
+    """The ``count`` consecutive events of a time-ordered window centred (by index) on the
+    first event at or after ``t_ref_ns``, shifted to stay inside it (all of them when it
+    holds fewer)."""
+    count = min(count, len(events))
+    first = min(max(0, int(np.searchsorted(events.t, t_ref_ns)) - count // 2), len(events) - count)
+    return events[first:first + count]
+
+
 @dataclass
 class _Solution:
     """One optimizer run on the window the objective holds: the optimum, its score, the
@@ -319,8 +328,7 @@ class AngularVelocityEstimator:
         if not degenerate and math.isfinite(improvement):
             self._improvements = (self._improvements + [improvement])[-max(settings.doubt_history, 1):]
         # a doubtful window keeps its best estimate as the next warm start (better than none)
-        usable = np.all(np.isfinite(omega)) and np.linalg.norm(omega) <= settings.max_angular_velocity
-        self._remember(t_ref_ns, omega if usable and final.kept else None)
+        self._remember(t_ref_ns, omega if self._plausible(omega) and final.kept else None)
         return WindowEstimate(t_ref_ns, nan3 if degenerate else omega, score, score_at_initial,
                               score_at_zero, start, result.iterations, evaluation_count,
                               final.kept, final.dropped, converged=result.converged,
@@ -434,11 +442,9 @@ class AngularVelocityEstimator:
         half_span_ns = half_span_s * 1e9
         first = int(np.searchsorted(events.t, t_ref_ns - half_span_ns))
         last = int(np.searchsorted(events.t, t_ref_ns + half_span_ns, side="right"))
-        count = len(events)
-        wanted = min(max(self.settings.min_check_events, self.settings.min_events), count)
-        if last - first < wanted:
-            first = min(max(0, int(np.searchsorted(events.t, t_ref_ns)) - wanted // 2), count - wanted)
-            last = first + wanted
+        wanted = max(self.settings.min_check_events, self.settings.min_events)
+        if last - first < min(wanted, len(events)):
+            return events_around(events, t_ref_ns, wanted)
         return events[first:last]
 
     def _acceleration_within(self, events: Events, omega: np.ndarray) -> tuple[np.ndarray, int]:
@@ -469,10 +475,8 @@ class AngularVelocityEstimator:
         """Coarse to fine: solve the middle 1/k of the window (its shorter span widens the
         basin of the optimum) from the warm start and from 0, then the whole window from the
         better of the two. Leaves the objective holding the whole window."""
-        count = len(events)
-        part = max(count // max(self.settings.recovery_sub_window, 1), self.settings.min_events)
-        first = min(max(0, int(np.searchsorted(events.t, t_ref_ns)) - part // 2), count - part)
-        middle = events[first:first + part]
+        part = max(len(events) // max(self.settings.recovery_sub_window, 1), self.settings.min_events)
+        middle = events_around(events, t_ref_ns, part)
         self.objective.set_events(middle, t_ref_ns, int(middle.t[0]))
         starts = [start] + ([np.zeros(3)] if start.any() else [])
         coarse = [self._solve(candidate) for candidate in starts]
