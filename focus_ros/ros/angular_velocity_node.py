@@ -37,7 +37,7 @@ from dataclasses import replace
 
 import rclpy
 import rclpy.executors
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import TwistStamped
 from rcl_interfaces.msg import SetParametersResult
 from sensor_msgs.msg import Image
@@ -292,11 +292,9 @@ class AngularVelocityNode(FocusNode):
         inputs = self._input.diagnostics()
         with self._lock:
             stats = dict(self._stats)
-        status = DiagnosticStatus(name=f"{self.get_name()}: angular velocity",
-                                  hardware_id=frame_id_or(self._input.frame_id))
-        problem = ("error", "no calibration (camera_info or parameters)") \
-            if inputs["calibration_source"] == "none" else self._runner.health()
-        status.level, status.message = messages.diagnostic_level(problem, "estimating")
+        status = messages.estimator_status(f"{self.get_name()}: angular velocity", self._input.frame_id,
+                                           inputs["calibration_source"] != "none", self._runner.health(),
+                                           "estimating")
         # the runner's counts (processed_ratio: windows estimated, published or found degenerate,
         # per window completed) and medians over the windows since the previous report
         values = {
@@ -316,9 +314,6 @@ class AngularVelocityNode(FocusNode):
         self._input.close()
         self._runner.stop()
 
-
-def frame_id_or(frame_id: str) -> str:
-    return frame_id or "event_camera"
 
 
 def main(argv=None) -> int:

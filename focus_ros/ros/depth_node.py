@@ -39,7 +39,7 @@ from collections import deque
 
 import numpy as np
 import rclpy
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+from diagnostic_msgs.msg import DiagnosticArray
 from rcl_interfaces.msg import SetParametersResult
 from sensor_msgs.msg import Image, PointCloud2
 
@@ -466,12 +466,10 @@ class DepthNode(FocusNode):
         if pose_problem:
             self._input.warn_once("pose_problem:" + pose_problem.split(" ")[1], pose_problem)
         input_values = self._input.diagnostics()
-        status = DiagnosticStatus(name=f"{self.get_name()}: depth", hardware_id=self._input.frame_id or "event_camera")
-        if input_values["calibration_source"] == "none":
-            problem = ("error", "no calibration (camera_info or parameters)")
-        else:
-            problem = ("warn", pose_problem) if pose_problem else self._runner.health()
-        status.level, status.message = messages.diagnostic_level(problem, "estimating depth")
+        status = messages.estimator_status(f"{self.get_name()}: depth", self._input.frame_id,
+                                           input_values["calibration_source"] != "none",
+                                           ("warn", pose_problem) if pose_problem else self._runner.health(),
+                                           "estimating depth")
         values = {
             **input_values,
             **self._runner.diagnostic_values(),

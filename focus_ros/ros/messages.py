@@ -101,6 +101,18 @@ def diagnostic_level(problem: tuple[str, str] | None, ok_message: str) -> tuple[
     return {"error": DiagnosticStatus.ERROR, "warn": DiagnosticStatus.WARN}[problem[0]], problem[1]
 
 
+def estimator_status(name: str, frame_id: str, calibrated: bool, problem: tuple[str, str] | None,
+                     ok_message: str, uncalibrated: str = "no calibration (camera_info or parameters)"
+                     ) -> DiagnosticStatus:
+    """The status of a node estimating from events: ERROR (``uncalibrated``) while its event
+    input has no calibration, else ``problem`` (the node's own, or its estimator runner's
+    ``health()``), else OK with ``ok_message``; hardware id = the events' frame
+    ("event_camera" before the first message)."""
+    status = DiagnosticStatus(name=name, hardware_id=frame_id or "event_camera")
+    status.level, status.message = diagnostic_level(problem if calibrated else ("error", uncalibrated), ok_message)
+    return status
+
+
 def diagnostic_array(status: DiagnosticStatus, values: dict, stamp: Time) -> DiagnosticArray:
     """``status`` carrying ``values`` as key/value strings (floats to 4 significant digits),
     in a DiagnosticArray stamped ``stamp``: the one way every node reports on ``/diagnostics``."""

@@ -35,7 +35,7 @@ import threading
 
 import numpy as np
 import rclpy
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+from diagnostic_msgs.msg import DiagnosticArray
 from rcl_interfaces.msg import SetParametersResult
 from sensor_msgs.msg import Image
 
@@ -229,10 +229,9 @@ class OpticalFlowNode(FocusNode):
         inputs = self._input.diagnostics()
         with self._lock:
             stats = dict(self._stats)
-        status = DiagnosticStatus(name=f"{self.get_name()}: optical flow", hardware_id=self._input.frame_id or "event_camera")
-        problem = ("error", "no sensor size (camera_info or parameters)") \
-            if inputs["calibration_source"] == "none" else self._runner.health()
-        status.level, status.message = messages.diagnostic_level(problem, "estimating")
+        status = messages.estimator_status(f"{self.get_name()}: optical flow", self._input.frame_id,
+                                           inputs["calibration_source"] != "none", self._runner.health(),
+                                           "estimating", uncalibrated="no sensor size (camera_info or parameters)")
         values = {**inputs, **self._runner.diagnostic_values(), "windows_processed": stats["windows_processed"],
                   "valid_patch_share": stats["last_valid_share"],
                   **{f"patches_{REASON_KEYS[code]}": int(count) for code, count in enumerate(stats["last_reasons"])}}
