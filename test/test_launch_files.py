@@ -53,7 +53,8 @@ _ARRAY_TYPES = {bool: ParameterType.PARAMETER_BOOL_ARRAY, int: ParameterType.PAR
                 float: ParameterType.PARAMETER_DOUBLE_ARRAY, str: ParameterType.PARAMETER_STRING_ARRAY}
 #: what a focus_ros node accepts besides its declared type (focus_ros.ros.parameters.FocusNode)
 _WIDENING = {(ParameterType.PARAMETER_INTEGER, ParameterType.PARAMETER_DOUBLE),
-             (ParameterType.PARAMETER_INTEGER_ARRAY, ParameterType.PARAMETER_DOUBLE_ARRAY)}
+             (ParameterType.PARAMETER_INTEGER_ARRAY, ParameterType.PARAMETER_DOUBLE_ARRAY),
+             (ParameterType.PARAMETER_INTEGER, ParameterType.PARAMETER_STRING)}
 _VALUE_FIELD = {ParameterType.PARAMETER_BOOL: "bool_value", ParameterType.PARAMETER_INTEGER: "integer_value",
                 ParameterType.PARAMETER_DOUBLE: "double_value", ParameterType.PARAMETER_STRING: "string_value",
                 ParameterType.PARAMETER_BOOL_ARRAY: "bool_array_value",

@@ -1,4 +1,5 @@
-"""What users type is accepted: an integer where a double is declared (`rate:=1`).
+"""What users type is accepted: an integer where a double is declared (`rate:=1`), or a string
+(`estimator_cpus:=1`, a CPU list).
 
 Real rcl argument parsing (``--ros-args -p`` and ``--params-file``), real rclpy nodes.
 """
@@ -68,6 +69,24 @@ def test_integer_set_at_run_time_is_a_double(context):
         assert node.get_parameter("rate").value == 4.0
         result = node.set_parameters_atomically([Parameter("rate", Parameter.Type.INTEGER, 5)])
         assert result.successful and node.get_parameter("rate").value == 5.0
+    finally:
+        node.destroy_node()
+
+
+def test_integer_for_a_string_is_its_digits(context, tmp_path):
+    node = make(context, "-p", "name:=1")
+    try:
+        name = node.get_parameter("name")
+        assert name.type_ == Parameter.Type.STRING and name.value == "1"
+        [result] = node.set_parameters([Parameter("name", Parameter.Type.INTEGER, 23)])
+        assert result.successful and node.get_parameter("name").value == "23"
+    finally:
+        node.destroy_node()
+    params = tmp_path / "params.yaml"
+    params.write_text("example:\n  ros__parameters:\n    name: 0\n")
+    node = make(context, "--params-file", str(params))
+    try:
+        assert node.get_parameter("name").value == "0"
     finally:
         node.destroy_node()
 

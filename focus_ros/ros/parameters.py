@@ -1,11 +1,13 @@
-"""Parameters as users type them: an integer is accepted where a double is declared.
+"""Parameters as users type them: an integer is accepted where a double (or a string) is declared.
 
 ``ros2 launch ... rate:=1``, ``ros2 run ... -p rate:=1``, a YAML file with ``rate: 1`` and
 ``ros2 param set /node rate 1`` all hand the node an *integer*; rclpy refuses it for a
 parameter declared as a double (InvalidParameterTypeException at start-up, "Wrong parameter
 type" at run time). :class:`FocusNode` converts such integers (and integer arrays for
-double arrays) to doubles before rclpy checks the type. Nothing else changes: a string for
-a double, or a double for an integer, is still refused with rclpy's message.
+double arrays) to doubles before rclpy checks the type. Likewise an integer given for a
+string parameter becomes its digits (``estimator_cpus:=1``, a CPU list, is the string "1").
+Nothing else changes: a string for a double, or a double for an integer or a string, is
+still refused with rclpy's message.
 
 Every focus_ros node derives from :class:`FocusNode` instead of ``rclpy.node.Node``.
 """
@@ -20,11 +22,13 @@ from rcl_interfaces.msg import ParameterType
 _WIDENING = {
     ParameterType.PARAMETER_DOUBLE: (Parameter.Type.INTEGER, float),
     ParameterType.PARAMETER_DOUBLE_ARRAY: (Parameter.Type.INTEGER_ARRAY, lambda values: [float(v) for v in values]),
+    ParameterType.PARAMETER_STRING: (Parameter.Type.INTEGER, str),
 }
 
 
 def widened(parameter: Parameter, declared_type: int) -> Parameter:
-    """``parameter`` converted to ``declared_type`` where that is a lossless widening, else unchanged."""
+    """``parameter`` converted to ``declared_type`` where that is lossless (an integer to a double
+    or to its digits), else unchanged."""
     accepted = _WIDENING.get(declared_type)
     if accepted is None or parameter.type_ != accepted[0]:
         return parameter
@@ -32,7 +36,7 @@ def widened(parameter: Parameter, declared_type: int) -> Parameter:
 
 
 class FocusNode(Node):
-    """``rclpy.node.Node`` whose double parameters also take integers (see the module docstring)."""
+    """``rclpy.node.Node`` whose double and string parameters also take integers (see the module docstring)."""
 
     def declare_parameters(self, namespace, parameters, ignore_override=False):
         if not ignore_override:
@@ -56,3 +60,10 @@ class FocusNode(Node):
     def _widened(self, parameter_list):
         return [widened(p, self._descriptors[p.name].type) if p.name in self._descriptors else p
                 for p in parameter_list]
+
+
+#: the ``estimator_cpus`` parameter of the estimating nodes: (default, description, options)
+ESTIMATOR_CPUS_PARAMETER = (
+    "", "CPUs the estimator process runs on, in taskset's list syntax ('1', '0,2', '2-3'); empty = wherever the "
+    "OS puts it. On a small machine, give the estimator a core of its own and keep the driver and this node on "
+    "the others (taskset -c): BENCHMARKS.md", {"read_only": True})
