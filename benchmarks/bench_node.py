@@ -24,6 +24,12 @@ process that behaves like libcaer_driver, and this script listening to the resul
 
     .venv/bin/python benchmarks/bench_node.py --losses variance --runs 5
     .venv/bin/python benchmarks/bench_node.py            # every loss once
+    .venv/bin/python benchmarks/bench_node.py --losses variance --runs 5 --estimator-cpu 1 --alternate
+
+--estimator-cpu N pins the node's estimator process to CPU N (its ``estimator_cpus``) and
+this script, the publisher and the node to the other CPUs (as ``taskset -c`` would for the
+driver and the node on a robot); with --alternate every run is made twice, unpinned then
+pinned, so that the two are compared under the same load.
 
 Prints one Markdown row per run and, with --runs > 1, a summary per loss (median and range).
 State the machine's load when quoting numbers (`uptime` is printed at the start and end).
@@ -49,6 +55,8 @@ SLICE = ROOT.parent / "shared" / "data" / "ec_slices" / "boxes_rotation"
 WINDOW_EVENTS = 30000
 PEAK_RATE = WINDOW_EVENTS / 5.5e-3  # events/s at the boxes_rotation peak
 LATENCY_WINDOWS = 8
+#: the CPUs this script may use, as started (--estimator-cpu narrows its own set run by run)
+CPUS = frozenset(os.sched_getaffinity(0))
 
 
 # ----------------------------------------------------------------------------- publisher process
@@ -133,7 +141,11 @@ def offline_ms_per_window(windows, loss: str, polarity: bool) -> tuple[float, fl
     return 1e3 * statistics.median(times), 1e3 * statistics.median(cpu_times)
 
 
-def measure(loss: str, polarity: bool, windows, message_s: float, log_dir: Path, thread: bool) -> dict:
+def measure(loss: str, polarity: bool, windows, message_s: float, log_dir: Path, thread: bool,
+            estimator_cpu: int | None = None) -> dict:
+    """One run; with ``estimator_cpu`` the estimator process is pinned there and everything
+    this script starts (node, publisher) runs on the other CPUs."""
+    os.sched_setaffinity(0, CPUS - {estimator_cpu} if estimator_cpu is not None else CPUS)
     import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
     from dvs_msgs.msg import EventArray
@@ -150,7 +162,8 @@ def measure(loss: str, polarity: bool, windows, message_s: float, log_dir: Path,
                         str(ROOT / "config" / "davis240c.yaml"), "-r", "events:=/dvs/events",
                         "-p", "camera_info_timeout_s:=0.2", "-p", f"loss:={loss}",
                         "-p", f"use_polarity:={'true' if polarity else 'false'}",
-                        *(["-p", "estimator_process:=false"] if thread else [])],
+                        *(["-p", "estimator_process:=false"] if thread else []),
+                        *(["-p", f"estimator_cpus:={estimator_cpu}"] if estimator_cpu is not None else [])],
                        env, log_dir / f"node_{loss}_{polarity}.log")
     context = rclpy.Context()
     rclpy.init(context=context)
@@ -220,9 +233,13 @@ def measure(loss: str, polarity: bool, windows, message_s: float, log_dir: Path,
             values = [float(r[key]) for r in reports if r.get(key, "nan") != "nan"]
             return statistics.median(values) if values else float("nan")
 
+        if estimator_cpu is not None:  # offline on the estimator's CPU too (the node idles)
+            os.sched_setaffinity(0, {estimator_cpu})
         offline, offline_cpu = offline_ms_per_window(windows[LATENCY_WINDOWS + 2:], loss, polarity)
+        os.sched_setaffinity(0, CPUS - {estimator_cpu} if estimator_cpu is not None else CPUS)
         in_node, in_node_cpu = median_of("processing_ms_per_window"), median_of("processing_cpu_ms_per_window")
-        return dict(loss=loss, polarity=polarity, latency_ms=1e3 * statistics.median(latencies),
+        return dict(loss=loss, polarity=polarity, pinned=estimator_cpu is not None,
+                    latency_ms=1e3 * statistics.median(latencies),
                     node_latency_ms=median_of("latency_ms"), processed=processed, completed=completed,
                     published=published_windows, ratio=processed / published_windows,
                     in_node_ms=in_node, round_trip_ms=median_of("round_trip_ms_per_window"),
@@ -258,7 +275,8 @@ def summary(results: list[dict]) -> str:
         values = [r[key] for r in results]
         return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}–{max(values):.{digits}f})"
 
-    return (f"| {results[0]['loss']} | {len(results)} | {spread('ratio')} | {spread('in_node_ms')} | "
+    pinned = " (estimator on its own CPU)" if results[0]["pinned"] else ""
+    return (f"| {results[0]['loss']}{pinned} | {len(results)} | {spread('ratio')} | {spread('in_node_ms')} | "
             f"{spread('offline_ms')} | {spread('in_node_over_offline')} | {spread('cpu_ratio')} | "
             f"{spread('node_latency_ms', 1)} | {spread('publisher_cpu')} |")
 
@@ -270,10 +288,19 @@ def main() -> int:
     parser.add_argument("--source", choices=("simulated", "slice"), default="simulated")
     parser.add_argument("--message-ms", type=float, default=1.0, help="publisher period (ms), 1 as libcaer_driver")
     parser.add_argument("--thread", action="store_true", help="node estimator in a thread (estimator_process false)")
+    parser.add_argument("--estimator-cpu", type=int, help="pin the estimator process to this CPU, the rest to the others")
+    parser.add_argument("--alternate", action="store_true", help="with --estimator-cpu: each run unpinned, then pinned")
     parser.add_argument("--publish", help=argparse.SUPPRESS)  # internal: run as the publisher process
     args = parser.parse_args()
     if args.publish:
         return publish(args.publish, args.message_ms / 1e3)
+    if args.estimator_cpu is not None and (args.estimator_cpu not in CPUS or len(CPUS) < 2):
+        parser.error(f"--estimator-cpu {args.estimator_cpu}: needs one of this process's CPUs {sorted(CPUS)} and "
+                     "another for the rest")
+    if args.estimator_cpu is not None and args.thread:
+        parser.error("--estimator-cpu pins the estimator process: not with --thread")
+    pinnings = ([None, args.estimator_cpu] if args.alternate else [args.estimator_cpu]) \
+        if args.estimator_cpu is not None else [None]
     from focus_ros.losses import LOSSES
 
     if args.source == "slice" and not (SLICE / "events.txt").exists():
@@ -290,13 +317,17 @@ def main() -> int:
         for loss in losses:
             polarity = "without" not in LOSSES[loss].polarity_modes
             for _ in range(args.runs):
-                try:
-                    result = measure(loss, polarity, windows, args.message_ms / 1e3, Path(log_dir), args.thread)
-                except RuntimeError as error:
-                    print(f"| {loss} | run failed: {str(error).splitlines()[0]} |", flush=True)
-                    continue
-                results.setdefault(loss, []).append(result)
-                print(ROW.format(mode="with" if polarity else "without", **result), flush=True)
+                for estimator_cpu in pinnings:
+                    try:
+                        result = measure(loss, polarity, windows, args.message_ms / 1e3, Path(log_dir), args.thread,
+                                         estimator_cpu)
+                    except RuntimeError as error:
+                        print(f"| {loss} | run failed: {str(error).splitlines()[0]} |", flush=True)
+                        continue
+                    results.setdefault((loss, estimator_cpu), []).append(result)
+                    pinned = f" (estimator on CPU {estimator_cpu})" if estimator_cpu is not None else ""
+                    print(ROW.format(mode="with" if polarity else "without", **dict(result, loss=loss + pinned)),
+                          flush=True)
     if args.runs > 1:
         print("\n| loss | runs | ratio to peak | in-node ms/window | offline ms/window | in-node / offline | "
               "in-node / offline CPU | latency ms | publisher CPU |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|")

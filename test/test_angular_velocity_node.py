@@ -256,30 +256,35 @@ def test_loss_and_window_size_change_at_run_time(ros):
     np.testing.assert_allclose(omega, expected, atol=1e-9)
 
 
-def test_unusable_parameters_stop_the_node_with_one_line(tmp_path):
+@pytest.mark.parametrize("argument, words", [
+    ("loss:=sharpness", ["loss 'sharpness' is not one of", "gradient_magnitude"]),
+    ("estimator_cpus:=4096", ["estimator_cpus: CPU list '4096': CPU 4096 is not on this machine (CPUs 0-"]),
+    ("estimator_cpus:=first", ["estimator_cpus: CPU list 'first': 'first' is not a CPU number"])])
+def test_unusable_parameters_stop_the_node_with_one_line(tmp_path, argument, words):
     """A typo in a launch file: one line naming the parameter and the valid values, exit 1."""
     import subprocess
 
     from ros_harness import ros_environment
 
     result = subprocess.run([executable("angular_velocity_node"), "--ros-args", "--params-file",
-                             str(PARAMS_FILE), "-p", "loss:=sharpness"],
+                             str(PARAMS_FILE), "-p", argument],
                             env=ros_environment(), capture_output=True, text=True, timeout=60)
     assert result.returncode == 1
     assert "Traceback" not in result.stderr + result.stdout
     error_lines = [line for line in result.stderr.splitlines() if "error" in line]
-    assert len(error_lines) == 1 and "loss 'sharpness' is not one of" in error_lines[0]
-    assert "gradient_magnitude" in error_lines[0]
+    assert len(error_lines) == 1 and all(word in error_lines[0] for word in words), result.stderr
 
 
 def test_a_dead_estimator_process_is_reported_and_restarted(ros):
     """The estimator runs in a process of its own: killed, it is restarted, the node says so
-    in its log and /diagnostics, and later windows are estimated again."""
+    in its log and /diagnostics, and later windows are estimated again. Pinned to a CPU
+    (``estimator_cpus``), it runs there, and so does its successor."""
     import os
     import signal
 
+    cpu = max(os.sched_getaffinity(0))
     node = start_node(ros, "-r", "events:=/dvs/events", "-p", "camera_info_timeout_s:=0.3",
-                      "-p", "window_events:=10000", "-p", "queue_policy:=all")
+                      "-p", "window_events:=10000", "-p", "queue_policy:=all", "-p", f"estimator_cpus:={cpu}")
     estimates = ros.collect(TwistStamped, "/angular_velocity")
     diagnostics = ros.collect(DiagnosticArray, "/diagnostics")
     events = boxes_events()
@@ -293,6 +298,7 @@ def test_a_dead_estimator_process_is_reported_and_restarted(ros):
     assert spin_until(ros.executor, lambda: int(values().get("estimator_process_pid", 0)) > 0, 5.0)
     pid = int(values()["estimator_process_pid"])
     assert pid != node.process.pid
+    assert os.sched_getaffinity(pid) == {cpu} and values()["estimator_cpus"] == str(cpu)
     os.kill(pid, signal.SIGKILL)
     later = Events(events.x, events.y, events.t + 1_000_000_000, events.p)
     count = len(estimates)
@@ -310,3 +316,4 @@ def test_a_dead_estimator_process_is_reported_and_restarted(ros):
     assert spin_until(ros.executor, lambda: diagnostics, 5.0)
     assert int(values()["worker_restarts"]) == 1
     assert int(values()["estimator_process_pid"]) not in (0, pid)
+    assert os.sched_getaffinity(int(values()["estimator_process_pid"])) == {cpu}

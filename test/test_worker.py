@@ -4,6 +4,7 @@ this process, on the same windows; a worker that dies is reported and restarted.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 
@@ -13,7 +14,8 @@ import pytest
 from conftest import slice_folder
 from focus_ros.camera import Calibration
 from focus_ros.estimators.angular_velocity import AngularVelocityEstimator, real_time_settings
-from focus_ros.estimators.worker import EstimatorProcess, EstimatorRunner, InlineEstimator, Job, WorkerDied
+from focus_ros.estimators.worker import (EstimatorProcess, EstimatorRunner, InlineEstimator, Job, WorkerDied,
+                                        format_cpu_list, parse_cpu_list)
 from focus_ros.events import Events
 from focus_ros.sources.ecd import read_ecd_folder
 
@@ -87,6 +89,56 @@ def test_a_killed_worker_is_reported_and_restarted(worker, windows):
     restarted = worker.estimate(windows[1]).estimate
     fresh = AngularVelocityEstimator(Calibration.davis240c(), real_time_settings()).estimate(windows[1])
     np.testing.assert_array_equal(restarted.angular_velocity, fresh.angular_velocity)  # warm start reset
+
+
+@pytest.mark.parametrize("text, cpus", [("", set()), (" ", set()), ("0", {0}), ("0,0", {0}), ("0-0", {0}),
+                                        ("0, 0", {0})])
+def test_cpu_lists_are_read_in_taskset_syntax(text, cpus):
+    assert parse_cpu_list(text) == cpus
+
+
+def test_cpu_ranges_and_lists_of_this_machine():
+    available = sorted(os.sched_getaffinity(0))
+    assert parse_cpu_list(",".join(map(str, reversed(available)))) == set(available)
+    neighbours = [cpu for cpu in available if cpu + 1 in available]
+    if neighbours:
+        assert parse_cpu_list(f"{neighbours[0]}-{neighbours[0] + 1}") == {neighbours[0], neighbours[0] + 1}
+    assert format_cpu_list({0, 1, 2, 5, 7, 8}) == "0-2,5,7-8" and format_cpu_list([]) == ""
+
+
+@pytest.mark.parametrize("text, words", [("one", "'one' is not a CPU number"), ("3-1", "'3-1' is not a CPU number"),
+                                         ("-1", "'-1' is not"), ("0,,1", "'' is not"), ("1.5", "'1.5' is not"),
+                                         ("4096", "CPU 4096 is not on this machine (CPUs 0-")])
+def test_unusable_cpu_lists_are_refused_naming_the_part(text, words):
+    with pytest.raises(ValueError, match=re.escape(words)):
+        parse_cpu_list(text)
+
+
+def test_a_pinned_worker_runs_on_its_cpu_and_keeps_it_after_a_restart(windows):
+    """``cpus``: the worker process may run only there (the OS's own answer), from its start
+    and again after a restart; the estimates are those of the estimator in this process."""
+    cpu = max(os.sched_getaffinity(0))
+    process = EstimatorProcess(Calibration.davis240c(), real_time_settings(), capacity_events=5000, cpus={cpu})
+    try:
+        assert os.sched_getaffinity(process.pid) == {cpu} and process.cpus_in_use() == {cpu}
+        first = process.estimate(windows[0]).estimate
+        expected = AngularVelocityEstimator(Calibration.davis240c(), real_time_settings()).estimate(windows[0])
+        np.testing.assert_array_equal(first.angular_velocity, expected.angular_velocity)
+        os.kill(process.pid, signal.SIGKILL)
+        with pytest.raises(WorkerDied):
+            process.estimate(windows[1])
+        process.restart()
+        assert os.sched_getaffinity(process.pid) == {cpu}
+    finally:
+        process.close()
+    assert process.cpus_in_use() == set()
+
+
+def test_a_cpu_list_for_an_estimator_in_a_thread_is_refused():
+    log = _Log()
+    with pytest.raises(ValueError, match="needs the estimator in a process of its own"):
+        EstimatorRunner("angular_velocity", Calibration.davis240c(), real_time_settings(), in_process=False,
+                        on_result=lambda job, result: None, logger=log, warn_once=log.warn_once, cpus="0")
 
 
 def test_pipelined_windows_come_back_in_order_and_stale_ones_are_skipped(worker, windows):

@@ -86,6 +86,44 @@ class WorkerResult:
     estimator_cpu_s: float = float("nan")
 
 
+# ============================================================================ CPUs
+
+
+def parse_cpu_list(text: str) -> frozenset[int]:
+    """The CPU numbers of a list in taskset's syntax: "1", "0,2", "2-3" (ranges inclusive);
+    "" = none (not pinned). Raises ValueError naming the part that is not a CPU number or
+    range, or the CPUs this machine does not have. (Any CPU of the machine will do, not only
+    the caller's own: a node started with ``taskset -c 0`` may put its estimator on CPU 1.)"""
+    text = str(text).strip()
+    if not text:
+        return frozenset()
+    cpus = set()
+    for part in text.split(","):
+        first, dash, last = part.strip().partition("-")
+        if not (first.isdigit() and (last.isdigit() if dash else True)) or (dash and int(last) < int(first)):
+            raise ValueError(f"CPU list '{text}': '{part}' is not a CPU number or a range such as 2-3")
+        cpus.update(range(int(first), int(last if dash else first) + 1))
+    if not hasattr(os, "sched_setaffinity"):
+        raise ValueError(f"CPU list '{text}': pinning to CPUs needs Linux (os.sched_setaffinity)")
+    machine = range(os.cpu_count() or 1)
+    missing = sorted(cpus - set(machine))
+    if missing:
+        raise ValueError(f"CPU list '{text}': CPU {format_cpu_list(missing)} is not on this machine "
+                         f"(CPUs {format_cpu_list(machine)})")
+    return frozenset(cpus)
+
+
+def format_cpu_list(cpus) -> str:
+    """CPU numbers in taskset's syntax, runs as ranges: {0, 1, 2, 5} -> "0-2,5"."""
+    runs: list[list[int]] = []
+    for cpu in sorted(cpus):
+        if runs and cpu == runs[-1][1] + 1:
+            runs[-1][1] = cpu
+        else:
+            runs.append([cpu, cpu])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
 # ============================================================================ kinds of estimator
 
 
@@ -258,7 +296,9 @@ class EstimatorProcess:
     combination raises ValueError in the caller, not in the worker); kind: a name of
     :data:`KINDS`; capacity_events: initial size of each shared slot (grown on demand);
     start_timeout_s: how long the worker may take to import, compile (Numba cache) and warm
-    up before it counts as dead.
+    up before it counts as dead; cpus: CPU numbers the worker runs on (:func:`parse_cpu_list`;
+    empty = wherever the OS puts it), kept across restarts; when the OS refuses them the worker
+    runs unpinned and ``pinning_error`` says why.
 
     Blocking use: ``estimate(events, extra=...)``. Pipelined use (the node): ``submit(events)`` from any
     thread queues a window in one of ``SLOTS`` shared slots and returns at once (the worker
@@ -272,9 +312,11 @@ class EstimatorProcess:
     SLOTS = 3
 
     def __init__(self, calibration: Calibration, settings, *, kind: str = "angular_velocity",
-                 capacity_events: int = 60_000, start_timeout_s: float = 120.0):
+                 capacity_events: int = 60_000, start_timeout_s: float = 120.0, cpus=frozenset()):
         self.kind = kind_named(kind)
         self._check(calibration, settings)  # raises ValueError on a bad combination
+        self.cpus = frozenset(cpus)
+        self.pinning_error = ""
         self._calibration, self._settings = calibration, settings
         self.start_timeout_s = float(start_timeout_s)
         self.restarts = 0
@@ -304,6 +346,13 @@ class EstimatorProcess:
     def alive(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
+    def cpus_in_use(self) -> frozenset[int]:
+        """The CPUs the worker may run on now, as the OS says (empty when it is not running)."""
+        try:
+            return frozenset(os.sched_getaffinity(self._process.pid)) if self.alive() else frozenset()
+        except (AttributeError, OSError):
+            return frozenset()
+
     def _allocate(self, capacity: int) -> None:
         if self._memory is not None:
             self._release_memory()
@@ -326,6 +375,13 @@ class EstimatorProcess:
         self._process = subprocess.Popen(
             [sys.executable, "-m", "focus_ros.estimators.worker", str(child_read), str(child_write)],
             pass_fds=(child_read, child_write), env=environment, stdin=subprocess.DEVNULL)
+        self.pinning_error = ""
+        if self.cpus:  # before the worker starts its threads: they inherit it
+            try:
+                os.sched_setaffinity(self._process.pid, self.cpus)
+            except OSError as error:  # e.g. CPUs outside this container's cpuset: runs unpinned
+                self.pinning_error = (f"could not pin the estimator process to CPU {format_cpu_list(self.cpus)} "
+                                      f"({error.strerror}); it runs on any CPU")
         os.close(child_read)
         os.close(child_write)
         self._connection = _Duplex(parent_read, parent_write)
@@ -533,7 +589,9 @@ class EstimatorRunner:
     queued behind it (queue policy "newest"); images_wanted(): ask for the kind's pictures
     with the next job (called with the runner's lock held: must not take the caller's lock);
     logger: info/warning/error(text); warn_once(key, text): the caller's once-only warning;
-    capacity_events: initial shared slot size (events).
+    capacity_events: initial shared slot size (events); cpus: the CPUs of the estimator
+    process in taskset's syntax (the nodes' ``estimator_cpus``; "" = any; ValueError naming
+    ``estimator_cpus`` when unusable (:func:`parse_cpu_list`) or given with ``in_process`` false).
 
     A dead worker is restarted (counted in ``restarts``, its jobs in flight counted lost,
     warm start reset); a job whose estimation raises is counted ``failed`` and warned once;
@@ -545,9 +603,16 @@ class EstimatorRunner:
                  on_result: Callable[[Job, WorkerResult], None], logger, warn_once: Callable[[str, str], None],
                  unit: str = "window", max_pending: Callable[[], int] = lambda: 1,
                  skippable: Callable[[], bool] = lambda: False, images_wanted: Callable[[], bool] = lambda: False,
-                 capacity_events: int = 60_000, name: str = "focus_ros_estimator"):
+                 capacity_events: int = 60_000, name: str = "focus_ros_estimator", cpus: str = ""):
         self.kind = kind_named(kind)
         self.in_process = bool(in_process)
+        try:  # named as the nodes' parameter, for the one-line error a node stops with
+            self.cpus = parse_cpu_list(cpus)
+        except ValueError as error:
+            raise ValueError(f"estimator_cpus: {error}") from None
+        if self.cpus and not self.in_process:
+            raise ValueError(f"estimator_cpus '{cpus}' applies to the estimator process: it needs the estimator in "
+                             "a process of its own (estimator_process true)")
         self.unit = unit
         self._on_result, self._logger, self._warn_once = on_result, logger, warn_once
         self._max_pending, self._skippable, self._images_wanted = max_pending, skippable, images_wanted
@@ -617,7 +682,8 @@ class EstimatorRunner:
         died), ``_failed``, ``_pending``, ``processed_ratio`` (estimated / completed since the
         start), ``processing_ms_per_{unit}`` and its CPU time, ``round_trip_ms_per_{unit}``
         (submitted to result), ``latency_ms`` (last input received to result handled),
-        ``estimator_process_pid`` (0 inline) and ``worker_restarts``."""
+        ``estimator_process_pid`` (0 inline), ``estimator_cpus`` (the CPUs the process may run
+        on now, taskset's syntax; "" inline) and ``worker_restarts``."""
         with self._lock:
             counts = dict(self.counts)
             period = {name: values[:] for name, values in self._period.items()}
@@ -641,8 +707,13 @@ class EstimatorRunner:
             f"round_trip_ms_per_{unit}": median_ms(period["round_trip_s"]),
             "latency_ms": median_ms(period["latency_s"]) if period["latency_s"] else 1e3 * self._last_latency_s,
             "estimator_process_pid": self.pid,
+            "estimator_cpus": self._cpus_in_use(),
             "worker_restarts": counts["restarts"],
         }
+
+    def _cpus_in_use(self) -> str:
+        engine = self._engine
+        return format_cpu_list(engine.cpus_in_use()) if isinstance(engine, EstimatorProcess) else ""
 
     def health(self) -> tuple[str, str] | None:
         """("error" | "warn", message) when the estimation is in trouble, None when fine: the
@@ -791,8 +862,11 @@ class EstimatorRunner:
         if self._engine is None:
             if self.in_process:
                 engine = EstimatorProcess(calibration, settings, kind=self.kind.name,
-                                          capacity_events=self._capacity_events)
-                self._logger.info(f"estimator running in process {engine.pid}")
+                                          capacity_events=self._capacity_events, cpus=self.cpus)
+                self._logger.info(f"estimator running in process {engine.pid}"
+                                  + (f" on CPU {format_cpu_list(self.cpus)}" if self.cpus else ""))
+                if engine.pinning_error:
+                    self._logger.error(engine.pinning_error)
             else:
                 engine = InlineEstimator(calibration, settings, kind=self.kind.name)
             with self._lock:
@@ -818,6 +892,8 @@ class EstimatorRunner:
         try:
             self._engine.restart()
             self._logger.info(f"estimator running in process {self._engine.pid}")
+            if self._engine.pinning_error:
+                self._logger.error(self._engine.pinning_error)
             with self._lock:
                 self._configuring = False
                 self._submit_pending()

@@ -53,7 +53,7 @@ from focus_ros.optimize import OPTIMIZERS
 from focus_ros.ros import messages
 from focus_ros.ros.entry_point import run_node
 from focus_ros.ros.event_input import EventBatch, EventInput, descriptor
-from focus_ros.ros.parameters import FocusNode
+from focus_ros.ros.parameters import ESTIMATOR_CPUS_PARAMETER, FocusNode
 from focus_ros.visualization import iwe_to_rgb, saturation_scale
 from focus_ros.windows import CountWindowCutter, DurationWindowCutter
 
@@ -98,6 +98,7 @@ PARAMETERS = {
     "estimator_process": (True, "run the estimator in a process of its own, fed through shared memory (true: "
                           "its time per window does not depend on the executor thread's load) or in a thread "
                           "of the node (false)", {"read_only": True}),
+    "estimator_cpus": ESTIMATOR_CPUS_PARAMETER,
     "image_rate_hz": (5.0, "IWE images per second at most (only while subscribed); 0 = never",
                       {"float_range": (0.0, 1000.0)}),
     "frame_id": ("", "output frame; empty = the frame of the events", {}),
@@ -138,6 +139,7 @@ class AngularVelocityNode(FocusNode):
         self._runner = EstimatorRunner(
             "angular_velocity", Calibration.davis240c(), self._estimator_settings(),
             in_process=self.get_parameter("estimator_process").value, on_result=self._publish,
+            cpus=self.get_parameter("estimator_cpus").value,
             logger=self.get_logger(), warn_once=lambda key, text: self._input.warn_once(key, text), unit="window",
             max_pending=lambda: (1 if self.get_parameter("queue_policy").value == "newest"
                                  else self.get_parameter("max_pending_windows").value),

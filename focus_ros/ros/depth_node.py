@@ -51,7 +51,7 @@ from focus_ros.poses import PoseError, Trajectory, pose_matrix, quaternion_to_ma
 from focus_ros.ros import depth_messages, messages
 from focus_ros.ros.entry_point import run_node
 from focus_ros.ros.event_input import EventBatch, EventInput, descriptor
-from focus_ros.ros.parameters import FocusNode
+from focus_ros.ros.parameters import ESTIMATOR_CPUS_PARAMETER, FocusNode
 
 POINTS_FRAMES = ("world", "camera")
 
@@ -162,6 +162,7 @@ PARAMETERS = {
                               "and counted", {"integer_range": (1, 1000)}),
     "estimator_process": (True, "build the keyframes' depth in a process of its own, fed through shared memory "
                           "(true) or in a thread of the node (false)", {"read_only": True}),
+    "estimator_cpus": ESTIMATOR_CPUS_PARAMETER,
     "points_frame": ("world", "frame of depth/points: world (the poses' frame) or camera (the reference "
                      "camera frame)", {}),
     "camera_frame_id": ("", "frame of the reference camera (depth images, camera-frame clouds); empty = the "
@@ -243,6 +244,7 @@ class DepthNode(FocusNode):
         # so that the first keyframe does not pay for loading; keyframes wait for the calibration
         self._runner = EstimatorRunner(
             "depth", Calibration.davis240c(), self._settings, in_process=value("estimator_process"),
+            cpus=value("estimator_cpus"),
             on_result=self._publish, logger=self.get_logger(),
             warn_once=lambda key, text: self._input.warn_once(key, text), unit="keyframe",
             max_pending=lambda: self.get_parameter("max_pending_keyframes").value,

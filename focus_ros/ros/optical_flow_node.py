@@ -47,7 +47,7 @@ from focus_ros.losses import LOSSES
 from focus_ros.ros import messages
 from focus_ros.ros.entry_point import run_node
 from focus_ros.ros.event_input import EventBatch, EventInput, descriptor
-from focus_ros.ros.parameters import FocusNode
+from focus_ros.ros.parameters import ESTIMATOR_CPUS_PARAMETER, FocusNode
 from focus_ros.windows import CountWindowCutter, DurationWindowCutter
 
 DEFAULTS = OpticalFlowSettings()
@@ -83,6 +83,7 @@ PARAMETERS = {
     "estimator_process": (True, "run the estimator in a process of its own, fed through shared memory (true: "
                           "its time per window does not depend on the executor thread's load) or in a thread "
                           "of the node (false)", {"read_only": True}),
+    "estimator_cpus": ESTIMATOR_CPUS_PARAMETER,
     "image_rate_hz": (5.0, "flow pictures per second at most (only while subscribed); 0 = never",
                       {"float_range": (0.0, 1000.0)}),
     "frame_id": ("", "output frame; empty = the frame of the events", {}),
@@ -126,6 +127,7 @@ class OpticalFlowNode(FocusNode):
         self._runner = EstimatorRunner(
             "optical_flow", Calibration.davis240c(), self._settings(),
             in_process=self.get_parameter("estimator_process").value, on_result=self._publish,
+            cpus=self.get_parameter("estimator_cpus").value,
             logger=self.get_logger(), warn_once=lambda key, text: self._input.warn_once(key, text),
             unit="window", max_pending=lambda: 1 if newest() else self.get_parameter("max_pending_windows").value,
             skippable=newest, name="focus_ros_flow",
