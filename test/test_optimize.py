@@ -350,6 +350,36 @@ def test_constant_velocity_check_models_the_acceleration_where_omega_changes_fas
     assert np.all(errors[accelerated] < errors_unchecked[accelerated] + 0.01)
 
 
+def test_a_cold_window_refines_the_acceleration_measured_on_its_halves():
+    """omega_y oscillates at 12 rad/s, 1.5 Hz: at the zero crossing the longest window lasts
+    about 65 ms and omega changes within it at about 113 rad/s^2, faster and faster away from
+    t_ref. Started cold, the window's acceleration comes from its two halves, each solved
+    with a constant omega, which misjudges it (155 rad/s^2 here); solving the halves again
+    with the warp of that acceleration (``cold_acceleration_refinements``) brings it to the
+    truth, and the estimate closer to it."""
+    def oscillation(t_s):
+        t_s = np.atleast_1d(np.asarray(t_s, np.float64))
+        return np.column_stack([np.full_like(t_s, 1.0), 12.0 * np.sin(2 * np.pi * 1.5 * (t_s - 0.25)),
+                                np.full_like(t_s, 0.5)])
+
+    from focus_ros.estimators.angular_velocity import real_time_settings
+    calibration, windows, truth_at = _simulated_windows(oscillation)
+    window = max(windows, key=lambda events: int(events.t[-1] - events.t[0]))  # the crossing
+    results = {}
+    for refinements in (0, 3):
+        estimate = AngularVelocityEstimator(
+            calibration, real_time_settings(cold_acceleration_refinements=refinements)).estimate(window)
+        assert estimate.angular_acceleration is not None
+        t_ref = estimate.t_ref_ns
+        true_acceleration = (truth_at(np.array([t_ref + 10**6]))[0] - truth_at(np.array([t_ref - 10**6]))[0]) / 2e-3
+        results[refinements] = (np.linalg.norm(estimate.angular_acceleration - true_acceleration),
+                                np.linalg.norm(estimate.angular_velocity - truth_at(np.array([t_ref]))[0]))
+    (unrefined_alpha_error, unrefined_error), (refined_alpha_error, refined_error) = results[0], results[3]
+    assert unrefined_alpha_error > 20.0, results    # the halves alone misjudge it (what this is for)
+    assert refined_alpha_error < 8.0, results       # rad/s^2, against ~113
+    assert refined_error < unrefined_error, results
+
+
 def test_constant_velocity_check_leaves_constant_rotation_alone():
     """At constant omega the check finds no acceleration: no window is solved again, and the
     estimates are those of the estimator without the check."""
