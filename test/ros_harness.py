@@ -1,7 +1,9 @@
 """Real ROS 2 plumbing for tests: nodes in subprocesses, a client node in the test.
 
 Every test gets its own ROS_DOMAIN_ID and localhost-only discovery, so tests do not
-hear each other (or anything else on the machine).
+hear each other (or anything else on the machine): a test process reserves a few domain
+IDs for itself (a lock file per ID in the temporary folder, held until it exits) and takes
+them in turn, so that two test runs on one machine never share a domain.
 
 Executables are those of the focus_ros under test, in either layout:
 - a colcon workspace (`colcon test`): ``<prefix>/lib/focus_ros/<name>``, where ``<prefix>`` is
@@ -19,11 +21,13 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import fcntl
 import itertools
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -33,13 +37,42 @@ PACKAGE = "focus_ros"
 REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
 _domain_counter = itertools.count()
+#: ROS domain IDs the tests may use (1-100) and how many one test process reserves: 20, so
+#: that five runs fit side by side and a domain comes back only 20 tests later, long after
+#: the DDS participants of its previous test are gone
+_DOMAIN_IDS = range(1, 101)
+_DOMAINS_PER_PROCESS = 20
+_domain_locks: list[tuple[int, object]] = []  # (domain ID, its open lock file), held until exit
 _running: list["NodeProcess"] = []
 
 
+def _reserved_domains() -> list[int]:
+    """The domain IDs this process holds (reserved on first use: an exclusive lock on
+    ``focus_ros_test_domain_<ID>.lock`` in the temporary folder, taken without waiting,
+    from a place that depends on the process id). When every ID is taken by other runs,
+    one from the process id, as before there were locks."""
+    if not _domain_locks:
+        first = os.getpid() % len(_DOMAIN_IDS)
+        for offset in range(len(_DOMAIN_IDS)):
+            domain = _DOMAIN_IDS[(first + offset) % len(_DOMAIN_IDS)]
+            lock = open(Path(tempfile.gettempdir()) / f"focus_ros_test_domain_{domain}.lock", "w")
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:  # another test run holds it
+                lock.close()
+                continue
+            _domain_locks.append((domain, lock))
+            if len(_domain_locks) == _DOMAINS_PER_PROCESS:
+                break
+    return [domain for domain, _ in _domain_locks] or [_DOMAIN_IDS[os.getpid() % len(_DOMAIN_IDS)]]
+
+
 def ros_environment() -> dict:
-    """Environment for a ROS 2 process on loopback, with a domain of its own."""
+    """Environment for a ROS 2 process on loopback, with a domain of its own (the next of
+    this process's reserved domains, in turn)."""
     env = dict(os.environ)
-    env["ROS_DOMAIN_ID"] = str(1 + (os.getpid() * 7 + next(_domain_counter)) % 100)
+    domains = _reserved_domains()
+    env["ROS_DOMAIN_ID"] = str(domains[next(_domain_counter) % len(domains)])
     env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
     env.pop("ROS_LOCALHOST_ONLY", None)
     env["PYTHONUNBUFFERED"] = "1"

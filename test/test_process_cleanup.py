@@ -1,4 +1,5 @@
-"""Tests never leave processes behind, whatever fails (test/ros_harness.py, test/conftest.py).
+"""Tests never leave processes behind, whatever fails, and two test runs never share a ROS
+domain (test/ros_harness.py, test/conftest.py).
 
 A pytest run in a subprocess starts a long-lived process with NodeProcess the way the ROS
 tests do, then fails, or is killed; afterwards that process must be gone.
@@ -102,3 +103,18 @@ def test_a_killed_test_run_leaves_no_process(tmp_path):
         if run.poll() is None:
             run.kill()
             run.wait()
+
+
+def test_two_test_runs_at_once_get_different_ros_domains():
+    """Each test process reserves its own ROS domain IDs (locks held while it lives): a second
+    process running at the same time gets none of this one's, and every environment this
+    process hands out is on one of its own."""
+    sys.path.insert(0, str(TEST_DIR))
+    import ros_harness
+
+    mine = set(ros_harness._reserved_domains())
+    handed_out = {int(ros_harness.ros_environment()["ROS_DOMAIN_ID"]) for _ in range(3 * len(mine))}
+    other = subprocess.run([sys.executable, "-c", "import ros_harness; print(*ros_harness._reserved_domains())"],
+                           cwd=TEST_DIR, capture_output=True, text=True, timeout=60, check=True).stdout.split()
+    assert len(mine) == ros_harness._DOMAINS_PER_PROCESS and handed_out == mine
+    assert len(other) == ros_harness._DOMAINS_PER_PROCESS and not mine & {int(domain) for domain in other}
