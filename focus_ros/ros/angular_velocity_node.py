@@ -37,7 +37,6 @@ from dataclasses import replace
 
 import rclpy
 import rclpy.executors
-from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import TwistStamped
 from rcl_interfaces.msg import SetParametersResult
 from sensor_msgs.msg import Image
@@ -52,8 +51,8 @@ from focus_ros.losses import LOSSES, get_loss
 from focus_ros.optimize import OPTIMIZERS
 from focus_ros.ros import messages
 from focus_ros.ros.entry_point import run_node
+from focus_ros.ros.estimating_node import RUNNER_PARAMETERS, EstimatingNode
 from focus_ros.ros.event_input import EventBatch, EventInput, descriptor
-from focus_ros.ros.parameters import ESTIMATOR_CPUS_PARAMETER, FocusNode
 from focus_ros.visualization import iwe_to_rgb, saturation_scale
 from focus_ros.windows import CountWindowCutter, DurationWindowCutter
 
@@ -95,10 +94,7 @@ PARAMETERS = {
                         {"float_range": (0.0, 1.0)}),
     "warm_start": (REAL_TIME.warm_start, "extrapolate (from the last two estimates) or previous (the last "
                    "estimate, the paper's)", {}),
-    "estimator_process": (True, "run the estimator in a process of its own, fed through shared memory (true: "
-                          "its time per window does not depend on the executor thread's load) or in a thread "
-                          "of the node (false)", {"read_only": True}),
-    "estimator_cpus": ESTIMATOR_CPUS_PARAMETER,
+    **RUNNER_PARAMETERS,
     "image_rate_hz": (5.0, "IWE images per second at most (only while subscribed); 0 = never",
                       {"float_range": (0.0, 1000.0)}),
     "frame_id": ("", "output frame; empty = the frame of the events", {}),
@@ -110,7 +106,7 @@ ESTIMATOR_PARAMETERS = ("loss", "use_polarity", "kernel", "kernel_sigma_px", "bl
 WINDOW_PARAMETERS = ("window_events", "window_stride_events")
 
 
-class AngularVelocityNode(FocusNode):
+class AngularVelocityNode(EstimatingNode):
     """Thin ROS wrapper around :class:`AngularVelocityEstimator` (see the module docstring)."""
 
     def __init__(self, **kwargs):
@@ -133,13 +129,11 @@ class AngularVelocityNode(FocusNode):
             "uncompensated": self.create_publisher(Image, "iwe/uncompensated", 1),
             "compensated": self.create_publisher(Image, "iwe/compensated", 1),
         }
-        self._diagnostics_publisher = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         # the estimator (process or inline) starts now with a stand-in calibration, so that its
         # compiled code is loaded before data flows; windows wait for the real configuration
         self._runner = EstimatorRunner(
             "angular_velocity", Calibration.davis240c(), self._estimator_settings(),
-            in_process=self.get_parameter("estimator_process").value, on_result=self._publish,
-            cpus=self.get_parameter("estimator_cpus").value,
+            on_result=self._publish, **self.runner_options(),
             logger=self.get_logger(), warn_once=lambda key, text: self._input.warn_once(key, text), unit="window",
             max_pending=lambda: (1 if self.get_parameter("queue_policy").value == "newest"
                                  else self.get_parameter("max_pending_windows").value),
@@ -309,12 +303,7 @@ class AngularVelocityNode(FocusNode):
             "iterations": stats["last_iterations"],
             "focus_gain": stats["last_focus_gain"],
         }
-        self._diagnostics_publisher.publish(
-            messages.diagnostic_array(status, values, self.get_clock().now().to_msg()))
-
-    def stop(self) -> None:
-        self._input.close()
-        self._runner.stop()
+        self.publish_diagnostics(status, values)
 
 
 

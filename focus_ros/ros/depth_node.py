@@ -39,7 +39,6 @@ from collections import deque
 
 import numpy as np
 import rclpy
-from diagnostic_msgs.msg import DiagnosticArray
 from rcl_interfaces.msg import SetParametersResult
 from sensor_msgs.msg import Image, PointCloud2
 
@@ -50,8 +49,8 @@ from focus_ros.events import NANOSECONDS_PER_SECOND, Events
 from focus_ros.poses import PoseError, Trajectory, pose_matrix, quaternion_to_matrix
 from focus_ros.ros import depth_messages, messages
 from focus_ros.ros.entry_point import run_node
+from focus_ros.ros.estimating_node import RUNNER_PARAMETERS, EstimatingNode
 from focus_ros.ros.event_input import EventBatch, EventInput, descriptor
-from focus_ros.ros.parameters import ESTIMATOR_CPUS_PARAMETER, FocusNode
 
 POINTS_FRAMES = ("world", "camera")
 
@@ -160,9 +159,7 @@ PARAMETERS = {
                         "dropped and counted", {"integer_range": (1000, 100_000_000)}),
     "max_pending_keyframes": (4, "keyframes queued for the estimator at most; beyond it the oldest are dropped "
                               "and counted", {"integer_range": (1, 1000)}),
-    "estimator_process": (True, "build the keyframes' depth in a process of its own, fed through shared memory "
-                          "(true) or in a thread of the node (false)", {"read_only": True}),
-    "estimator_cpus": ESTIMATOR_CPUS_PARAMETER,
+    **RUNNER_PARAMETERS,
     "points_frame": ("world", "frame of depth/points: world (the poses' frame) or camera (the reference "
                      "camera frame)", {}),
     "camera_frame_id": ("", "frame of the reference camera (depth images, camera-frame clouds); empty = the "
@@ -206,7 +203,7 @@ DEPTH_PARAMETERS = {
 KEYFRAME_PARAMETERS = ("keyframe_events", "keyframe_baseline_m", "min_events")
 
 
-class DepthNode(FocusNode):
+class DepthNode(EstimatingNode):
     """Thin ROS wrapper around :class:`DepthEstimator` (see the module docstring)."""
 
     def __init__(self, **kwargs):
@@ -239,12 +236,10 @@ class DepthNode(FocusNode):
             "confidence": self.create_publisher(Image, "depth/confidence", 5),
             "image_color": self.create_publisher(Image, "depth/image_color", 5),
         }
-        self._diagnostics_publisher = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         # the estimator starts now (and runs every compiled stage once on a synthetic keyframe),
         # so that the first keyframe does not pay for loading; keyframes wait for the calibration
         self._runner = EstimatorRunner(
-            "depth", Calibration.davis240c(), self._settings, in_process=value("estimator_process"),
-            cpus=value("estimator_cpus"),
+            "depth", Calibration.davis240c(), self._settings, **self.runner_options(),
             on_result=self._publish, logger=self.get_logger(),
             warn_once=lambda key, text: self._input.warn_once(key, text), unit="keyframe",
             max_pending=lambda: self.get_parameter("max_pending_keyframes").value,
@@ -485,12 +480,7 @@ class DepthNode(FocusNode):
             "keyframes_without_depth": stats["keyframes_without_depth"],
             "points_per_keyframe": stats["last_points"],
         }
-        self._diagnostics_publisher.publish(
-            messages.diagnostic_array(status, values, self.get_clock().now().to_msg()))
-
-    def stop(self) -> None:
-        self._input.close()
-        self._runner.stop()
+        self.publish_diagnostics(status, values)
 
 
 def main(argv=None) -> int:

@@ -35,7 +35,6 @@ import threading
 
 import numpy as np
 import rclpy
-from diagnostic_msgs.msg import DiagnosticArray
 from rcl_interfaces.msg import SetParametersResult
 from sensor_msgs.msg import Image
 
@@ -46,8 +45,8 @@ from focus_ros.estimators.worker import EstimatorRunner, Job, PictureRate
 from focus_ros.losses import LOSSES
 from focus_ros.ros import messages
 from focus_ros.ros.entry_point import run_node
+from focus_ros.ros.estimating_node import RUNNER_PARAMETERS, EstimatingNode
 from focus_ros.ros.event_input import EventBatch, EventInput, descriptor
-from focus_ros.ros.parameters import ESTIMATOR_CPUS_PARAMETER, FocusNode
 from focus_ros.windows import CountWindowCutter, DurationWindowCutter
 
 DEFAULTS = OpticalFlowSettings()
@@ -80,10 +79,7 @@ PARAMETERS = {
     "blur_sigma_px": (-1.0, "IWE blur (px, at most 1); -1 = the loss's default (1 px spatial losses, else 0)",
                       {"float_range": (-1.0, 1.0)}),
     "reference_time": (DEFAULTS.t_ref, "window reference time: start, middle or end", {}),
-    "estimator_process": (True, "run the estimator in a process of its own, fed through shared memory (true: "
-                          "its time per window does not depend on the executor thread's load) or in a thread "
-                          "of the node (false)", {"read_only": True}),
-    "estimator_cpus": ESTIMATOR_CPUS_PARAMETER,
+    **RUNNER_PARAMETERS,
     "image_rate_hz": (5.0, "flow pictures per second at most (only while subscribed); 0 = never",
                       {"float_range": (0.0, 1000.0)}),
     "frame_id": ("", "output frame; empty = the frame of the events", {}),
@@ -106,7 +102,7 @@ def flow_image_message(estimate, stamp, frame_id: str) -> Image:
     return message
 
 
-class OpticalFlowNode(FocusNode):
+class OpticalFlowNode(EstimatingNode):
     """Thin ROS wrapper around :class:`OpticalFlowEstimator` (see the module docstring)."""
 
     def __init__(self, **kwargs):
@@ -122,12 +118,10 @@ class OpticalFlowNode(FocusNode):
                            last_reasons=np.zeros(len(REASONS), dtype=np.int64))
         self._flow_publisher = self.create_publisher(Image, "optical_flow", 10)
         self._image_publisher = self.create_publisher(Image, "optical_flow/image", 1)
-        self._diagnostics_publisher = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         newest = lambda: self.get_parameter("queue_policy").value == "newest"  # noqa: E731
         self._runner = EstimatorRunner(
             "optical_flow", Calibration.davis240c(), self._settings(),
-            in_process=self.get_parameter("estimator_process").value, on_result=self._publish,
-            cpus=self.get_parameter("estimator_cpus").value,
+            on_result=self._publish, **self.runner_options(),
             logger=self.get_logger(), warn_once=lambda key, text: self._input.warn_once(key, text),
             unit="window", max_pending=lambda: 1 if newest() else self.get_parameter("max_pending_windows").value,
             skippable=newest, name="focus_ros_flow",
@@ -237,12 +231,7 @@ class OpticalFlowNode(FocusNode):
         values = {**inputs, **self._runner.diagnostic_values(), "windows_processed": stats["windows_processed"],
                   "valid_patch_share": stats["last_valid_share"],
                   **{f"patches_{REASON_KEYS[code]}": int(count) for code, count in enumerate(stats["last_reasons"])}}
-        self._diagnostics_publisher.publish(
-            messages.diagnostic_array(status, values, self.get_clock().now().to_msg()))
-
-    def stop(self) -> None:
-        self._input.close()
-        self._runner.stop()
+        self.publish_diagnostics(status, values)
 
 
 def main(argv=None) -> int:

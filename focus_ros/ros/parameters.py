@@ -60,10 +60,3 @@ class FocusNode(Node):
     def _widened(self, parameter_list):
         return [widened(p, self._descriptors[p.name].type) if p.name in self._descriptors else p
                 for p in parameter_list]
-
-
-#: the ``estimator_cpus`` parameter of the estimating nodes: (default, description, options)
-ESTIMATOR_CPUS_PARAMETER = (
-    "", "CPUs the estimator process runs on, in taskset's list syntax ('1', '0,2', '2-3'); empty = wherever the "
-    "OS puts it. On a small machine, give the estimator a core of its own and keep the driver and this node on "
-    "the others (taskset -c): BENCHMARKS.md", {"read_only": True})

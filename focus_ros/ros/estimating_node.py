@@ -1,0 +1,50 @@
+"""What the three estimating nodes (angular velocity, optical flow, depth) share around
+their estimator: the runner's two parameters, /diagnostics, and stopping.
+
+A node derived from :class:`EstimatingNode` creates ``self._input`` (its
+:class:`~focus_ros.ros.event_input.EventInput`) and ``self._runner`` (its
+:class:`~focus_ros.estimators.worker.EstimatorRunner`, built with
+:func:`EstimatingNode.runner_options`), and reports through
+:meth:`EstimatingNode.publish_diagnostics`.
+"""
+
+from __future__ import annotations
+
+from diagnostic_msgs.msg import DiagnosticArray
+
+from focus_ros.ros import messages
+from focus_ros.ros.parameters import FocusNode
+
+#: the runner's parameters, declared by every estimating node: name -> (default, description, options)
+RUNNER_PARAMETERS = {
+    "estimator_process": (True, "run the estimator in a process of its own, fed through shared memory (true: its "
+                          "time does not depend on what the node's other threads are doing) or in a thread of the "
+                          "node (false)", {"read_only": True}),
+    "estimator_cpus": ("", "CPUs the estimator process runs on, in taskset's list syntax ('1', '0,2', '2-3'); "
+                       "empty = wherever the OS puts it. For a machine where other processes would take its core "
+                       "(on a 2-core machine, with the driver and the node on the other core, it made no "
+                       "consistent difference: BENCHMARKS.md)", {"read_only": True}),
+}
+
+
+class EstimatingNode(FocusNode):
+    """A focus_ros node that runs an estimator on its events (see the module docstring)."""
+
+    def __init__(self, name: str, **kwargs):
+        super().__init__(name, **kwargs)
+        self._diagnostics_publisher = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+
+    def runner_options(self) -> dict:
+        """The :class:`~focus_ros.estimators.worker.EstimatorRunner` options the runner's
+        parameters set (``in_process``, ``cpus``)."""
+        return dict(in_process=self.get_parameter("estimator_process").value,
+                    cpus=self.get_parameter("estimator_cpus").value)
+
+    def publish_diagnostics(self, status, values: dict) -> None:
+        """One /diagnostics message: ``status`` (from :func:`messages.estimator_status`) with ``values``."""
+        self._diagnostics_publisher.publish(messages.diagnostic_array(status, values, self.get_clock().now().to_msg()))
+
+    def stop(self) -> None:
+        """Stop taking events, then stop the estimator (its process, if it has one)."""
+        self._input.close()
+        self._runner.stop()
