@@ -24,6 +24,7 @@ import ctypes
 import fcntl
 import itertools
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -217,6 +218,18 @@ def spin_until(executor, condition, timeout_s: float, step_s: float = 0.05) -> b
             return True
         executor.spin_once(timeout_sec=step_s)
     return condition()
+
+
+def check_worker_restart_reported(killed_pid: int, values: dict, node: "NodeProcess") -> None:
+    """After the estimator process ``killed_pid`` of ``node`` was killed (SIGKILL): its
+    /diagnostics ``values`` count one restart and name another process, the node still runs,
+    and its log says which process stopped and that it is restarting, without a traceback."""
+    assert int(values["worker_restarts"]) == 1, values
+    assert int(values["estimator_process_pid"]) not in (0, killed_pid), values
+    assert node.alive()
+    log = node.log()
+    assert re.search(rf"estimator process \(pid {killed_pid}\) stopped \(killed by signal 9\).*restarting", log), log
+    assert "Traceback" not in log
 
 
 @contextlib.contextmanager

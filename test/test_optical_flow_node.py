@@ -20,7 +20,7 @@ from focus_ros import transport  # noqa: E402
 from focus_ros.estimators.optical_flow import OpticalFlowEstimator, OpticalFlowSettings  # noqa: E402
 from focus_ros.events import Events  # noqa: E402
 from focus_ros.windows import count_windows  # noqa: E402
-from ros_harness import node_session, spin_until  # noqa: E402
+from ros_harness import check_worker_restart_reported, node_session, spin_until  # noqa: E402
 
 PARAMS_FILE = REPOSITORY_ROOT / "config" / "optical_flow.yaml"
 TRUE_FLOW = np.array([120.0, -90.0])
@@ -114,7 +114,6 @@ def test_estimator_process_and_thread_publish_the_same_flow_and_a_killed_worker_
     Then the process is killed: the node logs it, restarts it, counts it in /diagnostics
     and estimates the next windows."""
     import os
-    import re
     import signal
 
     events = translating_dots(TRUE_FLOW, dots=1500, events=90_000, duration_s=0.045, seed=3)
@@ -169,9 +168,5 @@ def test_estimator_process_and_thread_publish_the_same_flow_and_a_killed_worker_
         reports.clear()
         assert spin_until(executor, lambda: any(_flow_values(r, "flow_process") for r in reports), 5.0)
         values = [_flow_values(r, "flow_process") for r in reports if _flow_values(r, "flow_process")][-1]
-        assert int(values["worker_restarts"]) == 1
-        assert int(values["estimator_process_pid"]) not in (0, pid)
-        assert processes["process"].alive()
-    log = processes["process"].log()
-    assert re.search(rf"estimator process \(pid {pid}\) stopped \(killed by signal 9\).*restarting", log), log
-    assert "Traceback" not in log
+        check_worker_restart_reported(pid, values, processes["process"])
+    assert "Traceback" not in processes["process"].log()  # nor at shutdown
