@@ -407,7 +407,8 @@ class AngularVelocityEstimator:
             if cold:
                 self.objective.set_events(events, t_ref_ns, int(events.t[0]))
             return solution, None, evaluations
-        accelerated, spent = self._solve_accelerated(events, t_ref_ns, solution, acceleration)
+        # a warm window's objective still holds the whole window, without acceleration
+        accelerated, spent = self._solve_accelerated(events, t_ref_ns, solution, acceleration, holds_window=not cold)
         evaluations += spent
         if accelerated is None:
             self.objective.set_events(events, t_ref_ns, int(events.t[0]))
@@ -450,15 +451,17 @@ class AngularVelocityEstimator:
         self.objective.set_events(span, t_ref_ns, int(span.t[0]))
         self.objective.compensate_angular_acceleration(acceleration, omega)
 
-    def _solve_accelerated(self, events: Events, t_ref_ns: int, solution: "_Solution",
-                           acceleration: np.ndarray) -> tuple["_Solution | None", int]:
+    def _solve_accelerated(self, events: Events, t_ref_ns: int, solution: "_Solution", acceleration: np.ndarray,
+                           holds_window: bool = False) -> tuple["_Solution | None", int]:
         """Solve the window's checked span with the warp of constant angular acceleration,
         from the constant-velocity ``solution``; the accelerated solution when its IWE is
         sharper than the constant-velocity estimate's on the same events and it is plausible,
-        else None; and the objective evaluations spent. Leaves the objective holding the span
-        with the acceleration."""
+        else None; and the objective evaluations spent. ``holds_window``: the objective holds
+        the whole window without acceleration already (not read again when the span is the
+        whole window). Leaves the objective holding the span with the acceleration."""
         span = self._checked_span(events, t_ref_ns, acceleration)
-        self.objective.set_events(span, t_ref_ns, int(span.t[0]))
+        if not (holds_window and len(span) == len(events)):
+            self.objective.set_events(span, t_ref_ns, int(span.t[0]))
         score_constant, evaluations = solution.score, 0
         if len(span) < len(events):
             score_constant = self.loss.sign * self.objective.value(solution.omega)
