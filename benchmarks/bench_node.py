@@ -1,4 +1,5 @@
-"""End-to-end speed of angular_velocity_node through ROS 2, with a driver-like publisher.
+"""End-to-end speed of angular_velocity_node (or, with --node optical_flow, optical_flow_node)
+through ROS 2, with a driver-like publisher.
 
 Three processes, as on a robot: the node as `ros2 run` starts it (its entry point, its
 default parameters; its estimator in a process of its own unless --thread), a publisher
@@ -28,6 +29,12 @@ process that behaves like libcaer_driver, and this script listening to the resul
     .venv/bin/python benchmarks/bench_node.py --losses variance --runs 5
     .venv/bin/python benchmarks/bench_node.py            # every loss once
     .venv/bin/python benchmarks/bench_node.py --losses variance --runs 5 --estimator-cpu 1 --alternate
+    .venv/bin/python benchmarks/bench_node.py --node optical_flow --losses variance --runs 3 --rate-mev-s 1
+
+--node optical_flow measures the patch optical flow node the same way (its outputs: the 32FC2
+flow images on /optical_flow; offline: OpticalFlowEstimator with the node's defaults).
+--rate-mev-s R publishes R Mev/s instead of the peak's 5.45 (1-ms messages of R x 1,000
+events; a 30,000-event window every 30 / R ms).
 
 --estimator-cpu N pins the node's estimator process to CPU N (its ``estimator_cpus``) and
 this script, the publisher and the node to the other CPUs (as ``taskset -c`` would for the
@@ -49,7 +56,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "test"))
@@ -60,6 +69,38 @@ PEAK_RATE = WINDOW_EVENTS / 5.5e-3  # events/s at the boxes_rotation peak
 LATENCY_WINDOWS = 8
 #: the CPUs this script may use, as started (--estimator-cpu narrows its own set run by run)
 CPUS = frozenset(os.sched_getaffinity(0))
+
+
+
+@dataclass(frozen=True)
+class NodeUnderTest:
+    """What differs between the nodes this benchmark runs: the executable, its parameter file,
+    its estimate topic and message type (a module, a class), its estimator offline."""
+
+    executable: str
+    params_file: str
+    output_topic: str
+    output_type: tuple[str, str]
+    make_estimator: Callable[[str, bool], Any]
+
+
+def _angular_velocity_estimator(loss: str, polarity: bool):
+    from focus_ros.camera import Calibration
+    from focus_ros.estimators.angular_velocity import AngularVelocityEstimator, real_time_settings
+    return AngularVelocityEstimator(Calibration.davis240c(), real_time_settings(loss=loss, use_polarity=polarity))
+
+
+def _optical_flow_estimator(loss: str, polarity: bool):
+    from focus_ros.estimators.optical_flow import OpticalFlowEstimator, OpticalFlowSettings
+    return OpticalFlowEstimator(240, 180, OpticalFlowSettings(loss=loss, use_polarity=polarity))
+
+
+NODES = {
+    "angular_velocity": NodeUnderTest("angular_velocity_node", "davis240c.yaml", "/angular_velocity",
+                                      ("geometry_msgs.msg", "TwistStamped"), _angular_velocity_estimator),
+    "optical_flow": NodeUnderTest("optical_flow_node", "optical_flow.yaml", "/optical_flow",
+                                  ("sensor_msgs.msg", "Image"), _optical_flow_estimator),
+}
 
 
 # ----------------------------------------------------------------------------- publisher process
@@ -127,16 +168,14 @@ def simulated_windows():
     return list(count_windows([recording.events], WINDOW_EVENTS))
 
 
-def offline_ms_per_window(windows, loss: str, polarity: bool, period_s: float = 0.0) -> tuple[float, float]:
+def offline_ms_per_window(node: NodeUnderTest, windows, loss: str, polarity: bool,
+                          period_s: float = 0.0) -> tuple[float, float]:
     """Median wall and CPU ms per window of the node's estimator settings on the windows, in
     this process: back to back, or with ``period_s`` one window every period_s at most (the
     process idles between windows, as the estimator process does when it keeps up)."""
-    from focus_ros.camera import Calibration
-    from focus_ros.estimators.angular_velocity import AngularVelocityEstimator, real_time_settings
-
-    estimator = AngularVelocityEstimator(Calibration.davis240c(), real_time_settings(loss=loss, use_polarity=polarity))
-    estimator.estimate(windows[0])
-    estimator.reset()
+    estimator = node.make_estimator(loss, polarity)
+    estimator.estimate(windows[0])  # compiled code loaded
+    estimator = node.make_estimator(loss, polarity)
     times, cpu_times = [], []
     next_start = time.perf_counter()
     for window in windows:
@@ -150,14 +189,15 @@ def offline_ms_per_window(windows, loss: str, polarity: bool, period_s: float = 
 
 
 def measure(loss: str, polarity: bool, windows, message_s: float, log_dir: Path, thread: bool,
-            estimator_cpu: int | None = None) -> dict:
+            estimator_cpu: int | None = None, under_test: NodeUnderTest = None, rate: float = PEAK_RATE) -> dict:
     """One run; with ``estimator_cpu`` the estimator process is pinned there and everything
     this script starts (node, publisher) runs on the other CPUs."""
     os.sched_setaffinity(0, CPUS - {estimator_cpu} if estimator_cpu is not None else CPUS)
+    import importlib
+
     import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
     from dvs_msgs.msg import EventArray
-    from geometry_msgs.msg import TwistStamped
     from rclpy.executors import SingleThreadedExecutor
 
     from focus_ros import transport
@@ -166,8 +206,10 @@ def measure(loss: str, polarity: bool, windows, message_s: float, log_dir: Path,
 
     env = ros_environment()
     os.environ.update({k: env[k] for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE")})
-    node = NodeProcess([str(Path(sys.executable).parent / "angular_velocity_node"), "--ros-args", "--params-file",
-                        str(ROOT / "config" / "davis240c.yaml"), "-r", "events:=/dvs/events",
+    under_test = under_test or NODES["angular_velocity"]
+    output_type = getattr(importlib.import_module(under_test.output_type[0]), under_test.output_type[1])
+    node = NodeProcess([str(Path(sys.executable).parent / under_test.executable), "--ros-args", "--params-file",
+                        str(ROOT / "config" / under_test.params_file), "-r", "events:=/dvs/events",
                         "-p", "camera_info_timeout_s:=0.2", "-p", f"loss:={loss}",
                         "-p", f"use_polarity:={'true' if polarity else 'false'}",
                         *(["-p", "estimator_process:=false"] if thread else []),
@@ -179,7 +221,7 @@ def measure(loss: str, polarity: bool, windows, message_s: float, log_dir: Path,
     executor = SingleThreadedExecutor(context=context)
     executor.add_node(client)
     estimates, diagnostics = [], []
-    client.create_subscription(TwistStamped, "/angular_velocity", lambda m: estimates.append(
+    client.create_subscription(output_type, under_test.output_topic, lambda m: estimates.append(
         (time.monotonic(), m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec)), 1000)
     client.create_subscription(DiagnosticArray, "/diagnostics", diagnostics.append, 10)
     publisher = client.create_publisher(EventArray, "/dvs/events", 1000)
@@ -202,7 +244,7 @@ def measure(loss: str, polarity: bool, windows, message_s: float, log_dir: Path,
                 latencies.append(estimates[-1][0] - sent)
         # sustained: the driver-like publisher in its own process
         sustained = Events.concatenate(windows[LATENCY_WINDOWS + 2:])
-        per_message = int(round(PEAK_RATE * message_s))
+        per_message = int(round(rate * message_s))
         messages = [transport.encode_event_array(sustained[start:start + per_message], 180, 240, "dvs")
                     for start in range(0, len(sustained), per_message)]
         path = log_dir / "messages.pickle"
@@ -231,7 +273,7 @@ def measure(loss: str, polarity: bool, windows, message_s: float, log_dir: Path,
         processed = sum(1 for _, stamp in estimates if first_t <= stamp <= last_t)
         published_windows = len(sustained) // WINDOW_EVENTS
         reports = [{kv.key: kv.value for kv in d.status[0].values} for d in diagnostics[reports_before:]
-                   if d.status and d.status[0].name.startswith("angular_velocity_node")]
+                   if d.status and d.status[0].name.startswith(under_test.executable)]
         before = {kv.key: kv.value for kv in diagnostics[reports_before - 1].status[0].values}
         after = reports[-1]
         # (a report without the key: another node on this ROS domain, e.g. a test run elsewhere)
@@ -243,8 +285,10 @@ def measure(loss: str, polarity: bool, windows, message_s: float, log_dir: Path,
 
         if estimator_cpu is not None:  # offline on the estimator's CPU too (the node idles)
             os.sched_setaffinity(0, {estimator_cpu})
-        offline, offline_cpu = offline_ms_per_window(windows[LATENCY_WINDOWS + 2:], loss, polarity)
-        _, paced_cpu = offline_ms_per_window(windows[LATENCY_WINDOWS + 2:], loss, polarity, WINDOW_EVENTS / PEAK_RATE)
+        offline, offline_cpu = offline_ms_per_window(under_test, windows[LATENCY_WINDOWS + 2:], loss, polarity)
+        window_period_s = WINDOW_EVENTS / rate  # as the publisher delivers them
+        _, paced_cpu = offline_ms_per_window(under_test, windows[LATENCY_WINDOWS + 2:], loss, polarity,
+                                             window_period_s)
         os.sched_setaffinity(0, CPUS - {estimator_cpu} if estimator_cpu is not None else CPUS)
         in_node, in_node_cpu = median_of("processing_ms_per_window"), median_of("processing_cpu_ms_per_window")
         return dict(loss=loss, polarity=polarity, pinned=estimator_cpu is not None,
@@ -301,6 +345,9 @@ def main() -> int:
     parser.add_argument("--source", choices=("simulated", "slice"), default="simulated")
     parser.add_argument("--message-ms", type=float, default=1.0, help="publisher period (ms), 1 as libcaer_driver")
     parser.add_argument("--thread", action="store_true", help="node estimator in a thread (estimator_process false)")
+    parser.add_argument("--node", choices=tuple(NODES), default="angular_velocity", help="the node to measure")
+    parser.add_argument("--rate-mev-s", type=float, default=PEAK_RATE / 1e6,
+                        help="events per second published (Mev/s); default the boxes_rotation peak")
     parser.add_argument("--estimator-cpu", type=int,
                         help="pin the estimator process to this CPU, the rest to the others")
     parser.add_argument("--alternate", action="store_true", help="with --estimator-cpu: each run unpinned, then pinned")
@@ -322,9 +369,10 @@ def main() -> int:
         return 1
     windows = simulated_windows() if args.source == "simulated" else slice_windows(130)
     losses = args.losses or list(LOSSES)
+    under_test = NODES[args.node]
     print(f"uptime: {os.popen('uptime').read().strip()}")
-    print(f"angular_velocity_node (estimator in a {'thread' if args.thread else 'process'}), {len(windows)} windows "
-          f"of 30,000 events ({args.source}); peak {PEAK_RATE / 1e6:.2f} Mev/s in {args.message_ms:g}-ms messages")
+    print(f"{under_test.executable} (estimator in a {'thread' if args.thread else 'process'}), {len(windows)} "
+          f"windows of 30,000 events ({args.source}); {args.rate_mev_s:.2f} Mev/s in {args.message_ms:g}-ms messages")
     print(HEADER, flush=True)
     results = {}
     with tempfile.TemporaryDirectory() as log_dir:
@@ -334,7 +382,7 @@ def main() -> int:
                 for estimator_cpu in pinnings:
                     try:
                         result = measure(loss, polarity, windows, args.message_ms / 1e3, Path(log_dir), args.thread,
-                                         estimator_cpu)
+                                         estimator_cpu, under_test, args.rate_mev_s * 1e6)
                     except RuntimeError as error:
                         print(f"| {loss} | run failed: {str(error).splitlines()[0]} |", flush=True)
                         continue
