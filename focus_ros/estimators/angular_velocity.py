@@ -438,10 +438,9 @@ class AngularVelocityEstimator:
         ``max_change_with_acceleration_rad_s`` of predicted change the span around t_ref over
         which omega changes by that much (at least ``min_check_events`` events)."""
         limit = self.settings.max_change_with_acceleration_rad_s
-        predicted_change = self._predicted_change(events, acceleration)
-        if limit > 0 and predicted_change > limit:
-            duration_s = (int(events.t[-1]) - int(events.t[0])) * 1e-9
-            return self._span_around(events, t_ref_ns, 0.5 * duration_s * limit / predicted_change)
+        if limit > 0 and self._predicted_change(events, acceleration) > limit:
+            # omega changes by ``limit`` over limit / |alpha| seconds
+            return self._span_around(events, t_ref_ns, 0.5 * limit / float(np.linalg.norm(acceleration)))
         return events
 
     def _hold(self, events: Events, t_ref_ns: int, acceleration: np.ndarray, omega: np.ndarray) -> None:
@@ -511,9 +510,10 @@ class AngularVelocityEstimator:
         evaluations spent. With ``compensation`` (rad/s^2, a previous measurement) the halves
         are solved with the warp of that acceleration, and the change is taken as it is (a
         refinement). Leaves the objective holding the second half."""
+        unmeasured = np.zeros(3) if compensation is None else compensation
         half = len(events) // 2
         if half < self.settings.min_events:
-            return (np.zeros(3) if compensation is None else compensation), 0
+            return unmeasured, 0
         estimates, evaluations = [], 0
         for part in (events[:half], events[half:]):
             t_ref = reference_time_ns(part, self.settings.t_ref)
@@ -525,7 +525,7 @@ class AngularVelocityEstimator:
             evaluations += solution.evaluations
         (t0, omega0), (t1, omega1) = estimates
         if t1 <= t0 or not (np.all(np.isfinite(omega0)) and np.all(np.isfinite(omega1))):
-            return (np.zeros(3) if compensation is None else compensation), evaluations
+            return unmeasured, evaluations
         if compensation is None and np.linalg.norm(omega1 - omega0) <= self.settings.max_change_in_window_rad_s:
             return np.zeros(3), evaluations  # the halves agree within the limit: noise, not acceleration
         return (omega1 - omega0) / ((t1 - t0) * 1e-9), evaluations
