@@ -316,7 +316,6 @@ class EstimatorProcess:
         self.kind = kind_named(kind)
         self._check(calibration, settings)  # raises ValueError on a bad combination
         self.cpus = frozenset(cpus)
-        self.pinning_error = ""
         self._calibration, self._settings = calibration, settings
         self.start_timeout_s = float(start_timeout_s)
         self.restarts = 0
@@ -863,10 +862,7 @@ class EstimatorRunner:
             if self.in_process:
                 engine = EstimatorProcess(calibration, settings, kind=self.kind.name,
                                           capacity_events=self._capacity_events, cpus=self.cpus)
-                self._logger.info(f"estimator running in process {engine.pid}"
-                                  + (f" on CPU {format_cpu_list(self.cpus)}" if self.cpus else ""))
-                if engine.pinning_error:
-                    self._logger.error(engine.pinning_error)
+                self._log_started(engine)
             else:
                 engine = InlineEstimator(calibration, settings, kind=self.kind.name)
             with self._lock:
@@ -880,6 +876,13 @@ class EstimatorRunner:
         if reset:
             self._engine.reset()
 
+    def _log_started(self, engine: "EstimatorProcess") -> None:
+        """Say which process the estimator runs in, on which CPUs, and why not there if refused."""
+        self._logger.info(f"estimator running in process {engine.pid}"
+                          + (f" on CPU {format_cpu_list(self.cpus)}" if self.cpus else ""))
+        if engine.pinning_error:
+            self._logger.error(engine.pinning_error)
+
     def _restart(self, error: Exception) -> None:
         """The estimator process died: say so, count it, start a new one (runner's thread)."""
         with self._lock:
@@ -891,9 +894,7 @@ class EstimatorRunner:
         self._logger.error(f"{error}: restarting it ({lost} {self.unit}(s) in progress lost, warm start reset)")
         try:
             self._engine.restart()
-            self._logger.info(f"estimator running in process {self._engine.pid}")
-            if self._engine.pinning_error:
-                self._logger.error(self._engine.pinning_error)
+            self._log_started(self._engine)
             with self._lock:
                 self._configuring = False
                 self._submit_pending()
