@@ -31,6 +31,7 @@ import numpy as np
 from focus_ros.estimators.angular_velocity import (AngularVelocityEstimator, AngularVelocitySettings,
                                                    real_time_settings)
 from focus_ros.evaluation.ground_truth import from_imu
+from focus_ros.evaluation.metrics import error_statistics, errors_deg_s
 from focus_ros.sources.simulator import make_preset
 from focus_ros.windows import count_windows
 
@@ -56,9 +57,11 @@ def evaluate(seed: int, start_s: float, end_s: float) -> list[str]:
         ms = 1e3 * (time.process_time() - started) / len(windows)
         omega = np.array([e.angular_velocity for e in estimates])
         truth = truth_at(np.array([e.t_ref_ns for e in estimates]))
-        errors = np.rad2deg(np.linalg.norm(omega - truth, axis=1))
+        peak = float(np.rad2deg(np.abs(truth).max()))
+        statistics = error_statistics(omega, truth, peak)  # over the published windows
+        errors = np.linalg.norm(errors_deg_s(omega, truth), axis=1)
         published = np.isfinite(errors)
-        median = float(np.median(errors[published]))
+        median = statistics.median_norm
         large = np.where(published & (errors > 5 * median))[0]
         checker = AngularVelocityEstimator(recording.calibration, replace(settings, recovery=False,
                                                                          max_change_in_window_rad_s=0.0))
@@ -69,12 +72,11 @@ def evaluate(seed: int, start_s: float, end_s: float) -> list[str]:
             at_truth = checker.estimate(windows[index], initial=truth[index])
             distinct = np.rad2deg(np.linalg.norm(at_truth.angular_velocity - omega[index])) > 2 * median
             optimizer_misses += bool(distinct and at_truth.score > estimates[index].score * (1 + 1e-4))
-        peak = float(np.rad2deg(np.abs(truth).max()))
         rows.append(f"| seed {seed}, {start_s:g}–{end_s:g} s (peak {peak:.0f} deg/s) | {name} | {len(windows)} | "
                     f"{int((~published).sum())} | {sum(e.recovered for e in estimates)} | "
                     f"{sum(e.angular_acceleration is not None for e in estimates)} | {median:.2f} | "
-                    f"{np.percentile(errors[published], 90):.2f} | {errors[published].max():.1f} | "
-                    f"{errors[published].max() / median:.1f} | "
+                    f"{statistics.p90_norm:.2f} | {statistics.max_norm:.1f} | "
+                    f"{statistics.max_norm / median:.1f} | "
                     f"{len(large) + len(accelerated_misses)} ({optimizer_misses} / "
                     f"{len(large) - optimizer_misses} / {len(accelerated_misses)}) | {ms:.1f} |")
         print(rows[-1], flush=True)
