@@ -18,6 +18,12 @@ estimator's constant-velocity check already solved again with an angular acceler
 focus is that of another warp, so they are not split further).
 
     .venv/bin/python benchmarks/eval_window_errors.py [--sequences 1:4:7 2:6:9 ...]
+        [--methods 2] [--kernel gaussian] [--blur-sigma-px 0.9] [--grid-shift-px 0.5]
+
+--kernel / --blur-sigma-px change the IWE of every method (the paper's own IWE is a Gaussian of
+epsilon = 1 px, its section 3); --grid-shift-px moves the voting lattice by that many pixels
+in x and y (the events' bearings stay; what the optimum owes to where the pixel centres lie);
+--methods N keeps the first N methods (2: the node's defaults and the paper's).
 """
 
 from __future__ import annotations
@@ -45,13 +51,24 @@ METHODS = {
 }
 
 
-def evaluate(seed: int, start_s: float, end_s: float) -> list[str]:
+def make_estimator(calibration, settings: AngularVelocitySettings, grid_shift_px: float) -> AngularVelocityEstimator:
+    """The estimator; with grid_shift_px, its IWE's pixel centres move by that much in x and y
+    (the objective projects with the shifted principal point; the events' bearings, from the
+    bearing LUT made at construction, do not move)."""
+    estimator = AngularVelocityEstimator(calibration, settings)
+    if grid_shift_px:
+        estimator.objective.calibration = replace(calibration, cx=calibration.cx + grid_shift_px,
+                                                  cy=calibration.cy + grid_shift_px)
+    return estimator
+
+
+def evaluate(seed: int, start_s: float, end_s: float, methods: dict, grid_shift_px: float = 0.0) -> list[str]:
     recording = make_preset("rotation", 10.0, seed).simulate(start_s=start_s, end_s=end_s)
     windows = list(count_windows([recording.events], 30000))
     truth_at = from_imu(recording.imu, 0).at
     rows = []
-    for name, settings in METHODS.items():
-        estimator = AngularVelocityEstimator(recording.calibration, settings)
+    for name, settings in methods.items():
+        estimator = make_estimator(recording.calibration, settings, grid_shift_px)
         started = time.process_time()
         estimates = [estimator.estimate(window) for window in windows]
         ms = 1e3 * (time.process_time() - started) / len(windows)
@@ -63,8 +80,8 @@ def evaluate(seed: int, start_s: float, end_s: float) -> list[str]:
         published = np.isfinite(errors)
         median = statistics.median_norm
         large = np.where(published & (errors > 5 * median))[0]
-        checker = AngularVelocityEstimator(recording.calibration, replace(settings, recovery=False,
-                                                                         max_change_in_window_rad_s=0.0))
+        checker = make_estimator(recording.calibration, replace(settings, recovery=False,
+                                                                max_change_in_window_rad_s=0.0), grid_shift_px)
         optimizer_misses = 0
         accelerated_misses = [index for index in large if estimates[index].angular_acceleration is not None]
         large = [index for index in large if estimates[index].angular_acceleration is None]
@@ -87,13 +104,22 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sequences", nargs="*", default=["1:4:6.5", "2:3:6", "0:6:8", "1:6:9"],
                         help="seed:start_s:end_s of the rotation preset (10-s amplitude ramp)")
+    parser.add_argument("--methods", type=int, default=len(METHODS), help="the first N methods only")
+    parser.add_argument("--kernel", choices=("bilinear", "gaussian"), default="bilinear",
+                        help="IWE voting kernel of every method (gaussian: sigma 1 px)")
+    parser.add_argument("--blur-sigma-px", type=float, default=None,
+                        help="Gaussian blur (px) of the IWE of every method (default: the loss's, 0 here)")
+    parser.add_argument("--grid-shift-px", type=float, default=0.0,
+                        help="move the IWE's pixel lattice by this much in x and y (px)")
     args = parser.parse_args()
+    methods = {name: replace(settings, kernel=args.kernel, blur_sigma_px=args.blur_sigma_px)
+               for name, settings in list(METHODS.items())[:args.methods]}
     print("| sequence | method | windows | degenerate | recovered | accelerated | median deg/s | p90 | max | "
           "max / median | > 5x median (optimizer / model misses / accelerated) | CPU ms per window |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|", flush=True)
     for sequence in args.sequences:
         seed, start, end = sequence.split(":")
-        evaluate(int(seed), float(start), float(end))
+        evaluate(int(seed), float(start), float(end), methods, args.grid_shift_px)
     return 0
 
 
