@@ -24,6 +24,13 @@ focus is that of another warp, so they are not split further).
 epsilon = 1 px, its section 3); --grid-shift-px moves the voting lattice by that many pixels
 in x and y (the events' bearings stay; what the optimum owes to where the pixel centres lie);
 --methods N keeps the first N methods (2: the node's defaults and the paper's).
+
+    .venv/bin/python benchmarks/eval_window_errors.py --picture 0:6:8:22 --output iwe.png
+
+draws one window instead (seed:start_s:end_s:window index): its IWE at the ground truth, at
+the node's estimate (the windows before it estimated in order, as above) and their
+difference, with the focus's weakest direction (the Hessian's eigenvector of smallest
+curvature, by central differences of the gradient) and where the error points.
 """
 
 from __future__ import annotations
@@ -100,6 +107,56 @@ def evaluate(seed: int, start_s: float, end_s: float, methods: dict, grid_shift_
     return rows
 
 
+def draw_window(sequence: str, output: str) -> None:
+    """The picture of --picture (module docstring)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from focus_ros.visualization import iwe_to_rgb, saturation_scale
+
+    seed, start, end, index = sequence.split(":")
+    recording = make_preset("rotation", 10.0, int(seed)).simulate(start_s=float(start), end_s=float(end))
+    windows = list(count_windows([recording.events], 30000))
+    index = int(index)
+    estimator = AngularVelocityEstimator(recording.calibration, METHODS["node defaults (BFGS, extrapolated)"])
+    estimate = [estimator.estimate(window) for window in windows[:index + 1]][-1]
+    truth = from_imu(recording.imu, 0).at(np.array([estimate.t_ref_ns]))[0]
+    window = windows[index]
+    objective = make_estimator(recording.calibration, replace(estimator.settings, recovery=False), 0.0).objective
+    objective.set_events(window, estimate.t_ref_ns, int(window.t[0]))
+    at_truth = objective.image(truth).image
+    at_estimate = objective.image(estimate.angular_velocity).image
+    step = 0.02  # rad/s: central differences of the analytic gradient
+    hessian = np.column_stack([(objective.evaluate(estimate.angular_velocity + step * axis).gradient
+                                - objective.evaluate(estimate.angular_velocity - step * axis).gradient) / (2 * step)
+                               for axis in np.eye(3)])
+    curvature, directions = np.linalg.eigh(-(hessian + hessian.T) / 2)
+    error = np.rad2deg(estimate.angular_velocity - truth)
+    weakest = directions[:, 0]
+    scale = saturation_scale(at_truth)
+    figure, axes = plt.subplots(1, 3, figsize=(15, 4.8))
+    axes[0].imshow(iwe_to_rgb(at_truth, scale=scale))
+    axes[0].set_title(f"at the ground truth ω = {np.round(np.rad2deg(truth), 1)} deg/s\n"
+                      f"variance {at_truth.var():.4f}", fontsize=9)
+    axes[1].imshow(iwe_to_rgb(at_estimate, scale=scale))
+    axes[1].set_title(f"at the estimate: error {np.round(error, 1)} deg/s (|error| "
+                      f"{np.linalg.norm(error):.1f})\nvariance {at_estimate.var():.4f}", fontsize=9)
+    axes[2].imshow(iwe_to_rgb(at_estimate - at_truth, signed=True))
+    axes[2].set_title(f"estimate − truth (red: more events, blue: fewer)\nthe error along the focus's weakest "
+                      f"direction: |cos| {abs(error @ weakest) / np.linalg.norm(error):.2f}\nits curvature "
+                      f"{curvature[0] / curvature[2]:.2f}× the strongest", fontsize=9)
+    for axis in axes:
+        axis.set_axis_off()
+    figure.suptitle(f"rotation preset, seed {seed}, {start}–{end} s, window {index}: "
+                    f"{len(window)} events over {(window.t[-1] - window.t[0]) / 1e6:.1f} ms at "
+                    f"{np.rad2deg(np.linalg.norm(truth)):.0f} deg/s; IWE of the node's defaults (variance)",
+                    fontsize=11)
+    figure.tight_layout()
+    figure.savefig(output, dpi=110)
+    print(f"wrote {output}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sequences", nargs="*", default=["1:4:6.5", "2:3:6", "0:6:8", "1:6:9"],
@@ -111,7 +168,13 @@ def main() -> int:
                         help="Gaussian blur (px) of the IWE of every method (default: the loss's, 0 here)")
     parser.add_argument("--grid-shift-px", type=float, default=0.0,
                         help="move the IWE's pixel lattice by this much in x and y (px)")
+    parser.add_argument("--picture", metavar="SEED:START:END:INDEX",
+                        help="draw this window's IWE at the truth and at the estimate instead")
+    parser.add_argument("--output", default="window_iwe.png", help="the picture's file (with --picture)")
     args = parser.parse_args()
+    if args.picture:
+        draw_window(args.picture, args.output)
+        return 0
     methods = {name: replace(settings, kernel=args.kernel, blur_sigma_px=args.blur_sigma_px)
                for name, settings in list(METHODS.items())[:args.methods]}
     print("| sequence | method | windows | degenerate | recovered | accelerated | median deg/s | p90 | max | "
