@@ -134,6 +134,23 @@ def test_a_pinned_worker_runs_on_its_cpu_and_keeps_it_after_a_restart(windows):
     assert process.cpus_in_use() == set()
 
 
+def test_cpus_the_os_refuses_leave_the_worker_unpinned_and_say_why(windows):
+    """When the OS refuses the pinning (here CPU 1000, which this machine lacks, past the
+    check of parse_cpu_list; in a container, CPUs outside its cpuset), the worker still
+    starts, runs where the parent may run, estimates as before, and ``pinning_error`` names
+    the CPU and the OS's reason."""
+    process = EstimatorProcess(Calibration.davis240c(), real_time_settings(), capacity_events=5000,
+                               cpus=frozenset({1000}))
+    try:
+        assert "could not pin the estimator process to CPU 1000 (Invalid argument)" in process.pinning_error
+        assert process.cpus_in_use() == frozenset(os.sched_getaffinity(0))
+        expected = AngularVelocityEstimator(Calibration.davis240c(), real_time_settings()).estimate(windows[0])
+        np.testing.assert_array_equal(process.estimate(windows[0]).estimate.angular_velocity,
+                                      expected.angular_velocity)
+    finally:
+        process.close()
+
+
 def test_a_cpu_list_for_an_estimator_in_a_thread_is_refused():
     log = _Log()
     with pytest.raises(ValueError, match="needs the estimator in a process of its own"):
