@@ -69,10 +69,14 @@ def make_estimator(calibration, settings: AngularVelocitySettings, grid_shift_px
     return estimator
 
 
-def evaluate(seed: int, start_s: float, end_s: float, methods: dict, grid_shift_px: float = 0.0) -> list[str]:
+def simulate_segment(seed: int, start_s: float, end_s: float):
+    """The rotation preset's segment: (recording, its 30,000-event windows, ground truth ω at t ns)."""
     recording = make_preset("rotation", 10.0, seed).simulate(start_s=start_s, end_s=end_s)
-    windows = list(count_windows([recording.events], 30000))
-    truth_at = from_imu(recording.imu, 0).at
+    return recording, list(count_windows([recording.events], 30000)), from_imu(recording.imu, 0).at
+
+
+def evaluate(seed: int, start_s: float, end_s: float, methods: dict, grid_shift_px: float = 0.0) -> list[str]:
+    recording, windows, truth_at = simulate_segment(seed, start_s, end_s)
     rows = []
     for name, settings in methods.items():
         estimator = make_estimator(recording.calibration, settings, grid_shift_px)
@@ -116,14 +120,13 @@ def draw_window(sequence: str, output: str) -> None:
     from focus_ros.visualization import iwe_to_rgb, saturation_scale
 
     seed, start, end, index = sequence.split(":")
-    recording = make_preset("rotation", 10.0, int(seed)).simulate(start_s=float(start), end_s=float(end))
-    windows = list(count_windows([recording.events], 30000))
+    recording, windows, truth_at = simulate_segment(int(seed), float(start), float(end))
     index = int(index)
     estimator = AngularVelocityEstimator(recording.calibration, METHODS["node defaults (BFGS, extrapolated)"])
-    estimate = [estimator.estimate(window) for window in windows[:index + 1]][-1]
-    truth = from_imu(recording.imu, 0).at(np.array([estimate.t_ref_ns]))[0]
-    window = windows[index]
-    objective = make_estimator(recording.calibration, replace(estimator.settings, recovery=False), 0.0).objective
+    for window in windows[:index + 1]:
+        estimate = estimator.estimate(window)
+    truth = truth_at(np.array([estimate.t_ref_ns]))[0]
+    objective = estimator.objective  # given the whole window again, without an acceleration
     objective.set_events(window, estimate.t_ref_ns, int(window.t[0]))
     at_truth = objective.image(truth).image
     at_estimate = objective.image(estimate.angular_velocity).image
