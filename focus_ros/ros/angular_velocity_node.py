@@ -306,7 +306,6 @@ class AngularVelocityNode(EstimatingNode):
         self.publish_diagnostics(status, values)
 
 
-
 def main(argv=None) -> int:
     """Entry point of ``ros2 run focus_ros angular_velocity_node``."""
     return run_node("angular_velocity_node", AngularVelocityNode, rclpy.spin, argv)
