@@ -47,7 +47,7 @@ from geometry_msgs.msg import PoseStamped  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from sensor_msgs.msg import PointCloud2  # noqa: E402
 
-from focus_ros import transport  # noqa: E402
+from focus_ros import codecs  # noqa: E402
 from focus_ros.ros.messages import time_from_ns  # noqa: E402
 from ros_harness import NodeProcess, ros_environment, spin_until  # noqa: E402
 
@@ -100,7 +100,7 @@ def schedule(data: dict, rate_mev_s: float, message_ms: float):
     for start in range(0, len(events), per_message):
         chunk = events[start:start + per_message]
         items.append(((int(chunk.t[-1]) - t0) / 1e9 * scale, 0, "events",
-                      transport.encode_event_array(chunk, 180, 240, "dvs"), start + len(chunk) - 1))
+                      codecs.encode_event_array(chunk, 180, 240, "dvs"), start + len(chunk) - 1))
     step = max(int(round(1e9 / POSE_RATE_HZ / np.median(np.diff(data["pose_t"])))), 1)
     indices = np.union1d(np.arange(0, len(data["pose_t"]), step), [len(data["pose_t"]) - 1])
     for index in indices:

@@ -46,24 +46,24 @@ EVENTS_PER_MESSAGE = 5455  # 1 ms at the boxes_rotation peak (30,000 events per 
 
 def peak_messages(count: int) -> list[bytes]:
     """``count`` CDR dvs_msgs/EventArray messages of 5,455 DAVIS240C-like events (1 ms each)."""
-    from bench_transport import synthetic_events
+    from bench_codecs import synthetic_events
 
-    from focus_ros import transport
+    from focus_ros import codecs
 
     events = synthetic_events(EVENTS_PER_MESSAGE * count)
-    return [transport.encode_event_array(events[start:start + EVENTS_PER_MESSAGE], 180, 240, "dvs")
+    return [codecs.encode_event_array(events[start:start + EVENTS_PER_MESSAGE], 180, 240, "dvs")
             for start in range(0, len(events), EVENTS_PER_MESSAGE)]
 
 
 # ----------------------------------------------------------------------------- in one process
 def in_process_us_per_message(messages: list[bytes], runs: int) -> dict:
     """CPU µs per message of each step and of the whole chain (median and range over runs)."""
-    from focus_ros import transport
+    from focus_ros import codecs
     from focus_ros.stream import StreamGuard
     from focus_ros.windows import CountWindowCutter
 
     def chain(decode: bool, guard: bool, window: bool):
-        decoder = transport.EventMessageDecoder("dvs_msgs/EventArray")
+        decoder = codecs.EventMessageDecoder("dvs_msgs/EventArray")
         checker = StreamGuard(240, 180)
         cutter = CountWindowCutter(WINDOW_EVENTS)
         decoded = [decoder(m)[0] for m in messages[:3]]  # inputs of the later steps alone

@@ -200,7 +200,7 @@ def measure(loss: str, polarity: bool, windows, message_s: float, log_dir: Path,
     from dvs_msgs.msg import EventArray
     from rclpy.executors import SingleThreadedExecutor
 
-    from focus_ros import transport
+    from focus_ros import codecs
     from focus_ros.events import Events
     from ros_harness import NodeProcess, ros_environment, spin_until
 
@@ -236,7 +236,7 @@ def measure(loss: str, polarity: bool, windows, message_s: float, log_dir: Path,
             count = len(estimates)
             window = windows[index]
             for start in range(0, len(window), 5000):
-                publisher.publish(transport.encode_event_array(window[start:start + 5000], 180, 240, "dvs"))
+                publisher.publish(codecs.encode_event_array(window[start:start + 5000], 180, 240, "dvs"))
             sent = time.monotonic()
             if not spin_until(executor, lambda: len(estimates) > count, 60, step_s=0.0005):
                 raise RuntimeError("no estimate: " + node.log())
@@ -245,7 +245,7 @@ def measure(loss: str, polarity: bool, windows, message_s: float, log_dir: Path,
         # sustained: the driver-like publisher in its own process
         sustained = Events.concatenate(windows[LATENCY_WINDOWS + 2:])
         per_message = int(round(rate * message_s))
-        messages = [transport.encode_event_array(sustained[start:start + per_message], 180, 240, "dvs")
+        messages = [codecs.encode_event_array(sustained[start:start + per_message], 180, 240, "dvs")
                     for start in range(0, len(sustained), per_message)]
         path = log_dir / "messages.pickle"
         with open(path, "wb") as file:

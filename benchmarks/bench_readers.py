@@ -17,7 +17,7 @@ from focus_ros.camera import Calibration
 from focus_ros.sources import bags, ecd
 from focus_ros.sources.recording import Recording
 
-from bench_transport import synthetic_events
+from bench_codecs import synthetic_events
 
 
 def timed(function) -> float:

@@ -22,7 +22,7 @@ from geometry_msgs.msg import TwistStamped  # noqa: E402
 from sensor_msgs.msg import CameraInfo, Image  # noqa: E402
 
 from conftest import REPOSITORY_ROOT, slice_folder  # noqa: E402
-from focus_ros import transport  # noqa: E402
+from focus_ros import codecs  # noqa: E402
 from focus_ros.camera import Calibration  # noqa: E402
 from focus_ros.events import Events  # noqa: E402
 from focus_ros.sources.ecd import read_ecd_folder  # noqa: E402
@@ -52,7 +52,7 @@ def boxes_events() -> Events:
 def publish_event_array(ros, events: Events, topic="/dvs/events", per_message=5000, frame_id="dvs"):
     publisher = ros.publisher(EventArray, topic, 100)
     for start in range(0, len(events), per_message):
-        publisher.publish(transport.encode_event_array(events[start:start + per_message], 180, 240, frame_id))
+        publisher.publish(codecs.encode_event_array(events[start:start + per_message], 180, 240, frame_id))
         ros.executor.spin_once(timeout_sec=0.01)
     return publisher
 
@@ -89,7 +89,7 @@ def test_node_decodes_event_packets_evt3(ros):
     publisher = ros.publisher(EventPacket, "/event_camera/events", 100)
     time_offset_ns = (int(events.t[0]) // 1000) * 1000
     for seq, start in enumerate(range(0, len(events), 6000)):
-        publisher.publish(transport.encode_event_packet(events[start:start + 6000], 180, 240, "evt3",
+        publisher.publish(codecs.encode_event_packet(events[start:start + 6000], 180, 240, "evt3",
                                                         frame_id="event_camera", seq=seq,
                                                         evt3_time_offset_ns=time_offset_ns))
         ros.executor.spin_once(timeout_sec=0.01)
@@ -131,12 +131,12 @@ def test_bad_input_is_logged_once_and_good_data_still_estimated(ros):
     publisher = ros.publisher(EventArray, "/dvs/events", 100)
     spin_until(ros.executor, lambda: False, 1.0)  # fallback calibration in place
     events = boxes_events()
-    good = transport.encode_event_array(events[:2000], 180, 240, "dvs")
+    good = codecs.encode_event_array(events[:2000], 180, 240, "dvs")
     bad_messages = [
-        transport.encode_event_array(Events.empty(), 180, 240, "dvs"),                  # empty
-        transport.encode_event_array(Events.empty(), 180, 240, "dvs"),                  # empty again
+        codecs.encode_event_array(Events.empty(), 180, 240, "dvs"),                  # empty
+        codecs.encode_event_array(Events.empty(), 180, 240, "dvs"),                  # empty again
         good[: len(good) // 2],                                                          # truncated
-        transport.encode_event_array(events[:100], 260, 346, "dvs"),                     # wrong size
+        codecs.encode_event_array(events[:100], 260, 346, "dvs"),                     # wrong size
         _raw_event_array(events[:50], 0, 0),                                             # size 0x0
         good[: len(good) // 3],                                                          # truncated again
     ]
@@ -150,16 +150,16 @@ def test_bad_input_is_logged_once_and_good_data_still_estimated(ros):
     burst = Events.concatenate([Events(events.x, events.y, events.t + k * 10_000_000 + 1_000_000_000, events.p)
                                 for k in range(4)])
     for start in range(0, len(burst), 5000):
-        publisher.publish(transport.encode_event_array(burst[start:start + 5000], 180, 240, "dvs"))
+        publisher.publish(codecs.encode_event_array(burst[start:start + 5000], 180, 240, "dvs"))
     assert spin_until(ros.executor, lambda: len(estimates) >= 1, 60.0), node.log()
     # timestamps jumping back by a second (a bag looping, a driver reset): the stream restarts
-    publisher.publish(transport.encode_event_array(events[:500], 180, 240, "dvs"))
+    publisher.publish(codecs.encode_event_array(events[:500], 180, 240, "dvs"))
     assert node.alive()
     # later good data is still estimated
     count = len(estimates)
     later = Events(events.x, events.y, events.t + 2_000_000_000, events.p)
     for start in range(0, len(later), 5000):
-        publisher.publish(transport.encode_event_array(later[start:start + 5000], 180, 240, "dvs"))
+        publisher.publish(codecs.encode_event_array(later[start:start + 5000], 180, 240, "dvs"))
         ros.executor.spin_once(timeout_sec=0.01)
     assert spin_until(ros.executor, lambda: len(estimates) >= count + 2, 60.0), node.log()
     omega = np.array([estimates[-1].twist.angular.x, estimates[-1].twist.angular.y, estimates[-1].twist.angular.z])

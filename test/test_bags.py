@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import slice_folder
-from focus_ros import transport
+from focus_ros import codecs
 from focus_ros.camera import Calibration
 from focus_ros.events import Events
 from focus_ros.sources import bags
@@ -115,7 +115,7 @@ def test_replay_messages_of_a_ros1_bag_are_ros2_cdr(recording, written):
     events, imu_rates = [], []
     for topic, msgtype, _, payload, count, first in source.messages():
         if msgtype == "dvs_msgs/msg/EventArray":
-            decoded, _ = transport.decode_event_array(payload)
+            decoded, _ = codecs.decode_event_array(payload)
             assert len(decoded) == count and decoded.t[0] == first
             events.append(decoded)
         elif msgtype == "sensor_msgs/msg/Imu":
@@ -185,7 +185,7 @@ def test_writer_refuses_bad_arguments(recording, written, tmp_path):
         bags.write_bag(tmp_path / "y", recording, version=2, storage="zip")
 
 
-@pytest.mark.parametrize("encoding", transport.SUPPORTED_PACKET_ENCODINGS)
+@pytest.mark.parametrize("encoding", codecs.SUPPORTED_PACKET_ENCODINGS)
 def test_replay_counts_the_events_of_event_packets(recording, tmp_path, encoding):
     """Paced replay needs each message's event count and first time, in the subscriber's
     clock: ROS time, as the node's decoder gives it."""
@@ -197,7 +197,7 @@ def test_replay_counts_the_events_of_event_packets(recording, tmp_path, encoding
             counts.append(count)
             firsts.append(first)
     assert sum(counts) == len(recording.events) and max(counts) == 7000
-    subscriber = transport.EventMessageDecoder("event_camera_msgs/EventPacket")  # as the node's
+    subscriber = codecs.EventMessageDecoder("event_camera_msgs/EventPacket")  # as the node's
     decoded = [subscriber(payload)[0]
                for _, msgtype, _, payload, _, _ in bags.open_bag_messages(path).messages()
                if msgtype == "event_camera_msgs/msg/EventPacket"]

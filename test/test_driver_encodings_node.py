@@ -17,7 +17,7 @@ from event_camera_msgs.msg import EventPacket  # noqa: E402
 from geometry_msgs.msg import TwistStamped  # noqa: E402
 
 from conftest import REPOSITORY_ROOT, SHARED_DATA, slice_folder  # noqa: E402
-from focus_ros import transport  # noqa: E402
+from focus_ros import codecs  # noqa: E402
 from focus_ros.events import Events  # noqa: E402
 from focus_ros.sources import bags  # noqa: E402
 from focus_ros.sources.ecd import read_ecd_folder  # noqa: E402
@@ -47,7 +47,7 @@ def stamp_ns(message) -> int:
     return message.header.stamp.sec * SECOND + message.header.stamp.nanosec
 
 
-@pytest.mark.parametrize("encoding", transport.SUPPORTED_PACKET_ENCODINGS)
+@pytest.mark.parametrize("encoding", codecs.SUPPORTED_PACKET_ENCODINGS)
 def test_node_fed_event_packets_of_every_encoding_stamps_in_ros_time(ros, encoding):
     executor = ros.executor
     estimates = ros.collect(TwistStamped, "/angular_velocity")
@@ -64,7 +64,7 @@ def test_node_fed_event_packets_of_every_encoding_stamps_in_ros_time(ros, encodi
     for seq, begin in enumerate(range(0, len(events), 3000)):
         chunk = events[begin:begin + 3000]
         stamps.append(int(chunk.t[-1]) + 200_000)  # the driver stamps when it sends: a bit later
-        publisher.publish(transport.encode_event_packet(
+        publisher.publish(codecs.encode_event_packet(
             chunk, 180, 240, encoding, "event_camera", stamp_ns=stamps[-1], seq=seq,
             sensor_time_offset_ns=camera_clock_origin))
         executor.spin_once(timeout_sec=0.01)

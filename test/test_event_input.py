@@ -14,7 +14,7 @@ from dvs_msgs.msg import EventArray  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from sensor_msgs.msg import CameraInfo  # noqa: E402
 
-from focus_ros import transport  # noqa: E402
+from focus_ros import codecs  # noqa: E402
 from focus_ros.camera import Calibration  # noqa: E402
 from focus_ros.events import Events  # noqa: E402
 from focus_ros.ros.event_input import PARAMETERS, EventInput  # noqa: E402
@@ -82,7 +82,7 @@ def test_events_wait_for_camera_info_then_arrive_guarded_in_order(ros):
     events = synthetic_events(3000, 10**9)
     # 3 messages before any calibration: held, not delivered
     for start in range(0, 3000, 1000):
-        publisher.publish(transport.encode_event_array(events[start:start + 1000], 180, 240, "cam"))
+        publisher.publish(codecs.encode_event_array(events[start:start + 1000], 180, 240, "cam"))
     assert spin_until(executor, lambda: receiver.input.diagnostics()["messages_received"] == 3, 10.0)
     assert receiver.batches == [] and receiver.input.calibration is None
     calibration = Calibration.davis240c()
@@ -106,10 +106,10 @@ def test_events_wait_for_camera_info_then_arrive_guarded_in_order(ros):
     # back in time (dropped) and a jump back by 0.9 s (the stream restarts)
     bad = synthetic_events(10, 2 * 10**9)
     publisher.publish(_raw_event_array(Events(np.where(np.arange(10) == 3, 500, bad.x), bad.y, bad.t, bad.p)))
-    publisher.publish(transport.encode_event_array(
+    publisher.publish(codecs.encode_event_array(
         Events(bad.x, bad.y, np.where(np.arange(10) == 3, bad.t[0] - 1, bad.t), bad.p), 180, 240, "cam"))
     back = synthetic_events(100, 10**8, seed=1)
-    publisher.publish(transport.encode_event_array(back, 180, 240, "cam"))
+    publisher.publish(codecs.encode_event_array(back, 180, 240, "cam"))
     assert spin_until(executor, lambda: len(receiver.batches) == 5, 10.0)
     assert len(receiver.batches[3].events) == 9 and not receiver.batches[3].restart
     assert receiver.batches[4].restart and receiver.batches[4].events.equals(back)
@@ -126,10 +126,10 @@ def test_fallback_parameters_malformed_messages_and_bounded_buffer(ros):
                        "calibration.fy": 200.0, "calibration.cx": 120.0, "calibration.cy": 90.0})
     publisher = connect(node, executor)
     events = synthetic_events(5000, 10**9)
-    good = transport.encode_event_array(events[:1000], 180, 240, "cam")
+    good = codecs.encode_event_array(events[:1000], 180, 240, "cam")
     publisher.publish(good[: len(good) // 2])      # truncated
     for start in range(0, 5000, 1000):                # 5,000 events before the fallback: 2,000 kept
-        publisher.publish(transport.encode_event_array(events[start:start + 1000], 180, 240, "cam"))
+        publisher.publish(codecs.encode_event_array(events[start:start + 1000], 180, 240, "cam"))
     assert spin_until(executor, lambda: receiver.input.diagnostics()["messages_received"] == 5, 10.0)
     assert spin_until(executor, lambda: receiver.batches, 10.0)
     assert receiver.log[0][1] == "parameters" and receiver.input.calibration.fx == 200.0
@@ -169,7 +169,7 @@ def test_a_burst_of_queued_messages_arrives_complete_and_in_order(ros):
     count = 2 * MESSAGES_PER_CALLBACK + 5
     events = synthetic_events(100 * count, 10**9)
     for index in range(count):
-        message = transport.encode_event_array(events[100 * index:100 * (index + 1)], 180, 240, "cam")
+        message = codecs.encode_event_array(events[100 * index:100 * (index + 1)], 180, 240, "cam")
         publisher.publish(message[:20] if index == 7 else message)  # one truncated message in the burst
     assert spin_until(executor, lambda: receiver.input.diagnostics()["messages_received"] == count - 1, 10.0)
     assert len(receiver.batches) == count - 1
@@ -196,7 +196,7 @@ def test_own_thread_takes_every_message_in_order_off_the_executor(ros):
     count = 50
     events = synthetic_events(100 * count, 10**9)
     for index in range(count):
-        message = transport.encode_event_array(events[100 * index:100 * (index + 1)], 180, 240, "cam")
+        message = codecs.encode_event_array(events[100 * index:100 * (index + 1)], 180, 240, "cam")
         publisher.publish(message[:20] if index == 7 else message)
     # the executor spins meanwhile, yet only the input's own thread receives
     assert spin_until(executor, lambda: receiver.input.diagnostics()["messages_received"] == count - 1, 10.0)

@@ -5,7 +5,7 @@ No skip here: `make test` builds them first, so a missing module is a broken bui
 
 import numpy as np
 
-from focus_ros import transport
+from focus_ros import codecs
 from focus_ros.events import Events
 
 
@@ -24,7 +24,7 @@ def test_rclpy_deserializes_what_the_numpy_codec_writes():
     from rclpy.serialization import deserialize_message
 
     events = Events.from_arrays([0, 239, 17], [0, 179, 5], np.array([1, 2, 3_000_000_007]), [1, 0, 1])
-    message = deserialize_message(transport.encode_event_array(events, 180, 240, "dvs"), EventArray)
+    message = deserialize_message(codecs.encode_event_array(events, 180, 240, "dvs"), EventArray)
     assert (message.height, message.width, message.header.frame_id) == (180, 240, "dvs")
     assert [(e.x, e.y, e.ts.sec, e.ts.nanosec, e.polarity) for e in message.events] == [
         (0, 0, 0, 1, True), (239, 179, 0, 2, False), (17, 5, 3, 7, True)]

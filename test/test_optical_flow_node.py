@@ -16,7 +16,7 @@ from sensor_msgs.msg import Image  # noqa: E402
 
 from conftest import REPOSITORY_ROOT  # noqa: E402
 from flow_scenes import translating_dots  # noqa: E402
-from focus_ros import transport  # noqa: E402
+from focus_ros import codecs  # noqa: E402
 from focus_ros.estimators.optical_flow import OpticalFlowEstimator, OpticalFlowSettings  # noqa: E402
 from focus_ros.events import Events  # noqa: E402
 from focus_ros.windows import count_windows  # noqa: E402
@@ -71,7 +71,7 @@ def test_node_publishes_the_flow_of_focus_ros_flow(tmp_path, monkeypatch):
         publisher = ros.publisher(EventArray, "/dvs/events", 100)
         ros.spin(1.0)  # fallback calibration in place, image subscription seen
         for start in range(0, len(events), 5000):
-            publisher.publish(transport.encode_event_array(events[start:start + 5000], 180, 240, "dvs"))
+            publisher.publish(codecs.encode_event_array(events[start:start + 5000], 180, 240, "dvs"))
             ros.executor.spin_once(timeout_sec=0.01)
         assert spin_until(ros.executor, lambda: len(flows) >= 2 and pictures, 90.0), process.log()
         reports.clear()
@@ -140,7 +140,7 @@ def test_estimator_process_and_thread_publish_the_same_flow_and_a_killed_worker_
 
         def publish(stream):
             for start in range(0, len(stream), 5000):
-                publisher.publish(transport.encode_event_array(stream[start:start + 5000], 180, 240, "dvs"))
+                publisher.publish(codecs.encode_event_array(stream[start:start + 5000], 180, 240, "dvs"))
                 executor.spin_once(timeout_sec=0.01)
 
         publish(events)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from conftest import SHARED_DATA
-from focus_ros import transport
+from focus_ros import codecs
 from focus_ros.events import Events
 from focus_ros.sources import bags
 from focus_ros.sources.errors import BagError
@@ -37,7 +37,7 @@ def sensor_time_packets(path):
     does: one decoder state for the topic, no mapping to ROS time."""
     version = bags.bag_version(path)
     with closing(bags.open_bag(path)) as reader:
-        stream = transport.EventMessageDecoder(reader.connections[0].msgtype, ros1=version == 1)
+        stream = codecs.EventMessageDecoder(reader.connections[0].msgtype, ros1=version == 1)
         for _, _, raw in reader.messages():
             yield stream.decode_sensor_time(raw)
 
@@ -178,7 +178,7 @@ def test_replay_sends_these_bags_as_ros2_event_packets(relative):
     path = peer_bag(relative)
     source = bags.open_bag_messages(path)
     assert set(source.topics.values()) == {"event_camera_msgs/msg/EventPacket"}
-    subscriber = transport.EventMessageDecoder("event_camera_msgs/EventPacket")
+    subscriber = codecs.EventMessageDecoder("event_camera_msgs/EventPacket")
     published, counts, firsts = [], [], []
     for _, msgtype, _, payload, count, first in source.messages():
         events, _ = subscriber(payload)

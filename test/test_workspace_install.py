@@ -22,7 +22,7 @@ from dvs_msgs.msg import EventArray  # noqa: E402
 from geometry_msgs.msg import TwistStamped  # noqa: E402
 
 from conftest import REPOSITORY_ROOT, slice_folder  # noqa: E402
-from focus_ros import transport  # noqa: E402
+from focus_ros import codecs  # noqa: E402
 from focus_ros.sources.ecd import read_ecd_folder  # noqa: E402
 from ros_harness import PACKAGE, NodeProcess, client_node, install_prefix, spin_until  # noqa: E402
 
@@ -77,7 +77,7 @@ def test_installed_node_answers_real_events(prefix, tmp_path, monkeypatch):
             assert spin_until(executor, lambda: reports, 30.0), node.log()
             assert spin_until(executor, lambda: publisher.get_subscription_count() > 0, 20.0), node.log()
             for start in range(0, len(events), 5000):
-                publisher.publish(transport.encode_event_array(events[start:start + 5000], 180, 240, "dvs"))
+                publisher.publish(codecs.encode_event_array(events[start:start + 5000], 180, 240, "dvs"))
                 executor.spin_once(timeout_sec=0.01)
             assert spin_until(executor, lambda: estimates, 60.0), node.log()
             assert node.alive(), node.log()

@@ -57,7 +57,6 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable
 
-from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 from rclpy.callback_groups import CallbackGroup
 from rclpy.exceptions import InvalidHandle
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
@@ -65,36 +64,29 @@ from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import CameraInfo
 
 from focus_ros.camera import Calibration
+from focus_ros.codecs import message_types
 from focus_ros.events import Events
 from focus_ros.ros import messages
+from focus_ros.ros.log import WarnOnce
+from focus_ros.ros.parameters import descriptor
 from focus_ros.stream import StreamGuard
 
-EVENT_MESSAGE_TYPES = ("dvs_msgs/EventArray", "event_camera_msgs/EventPacket")
+#: the event message types a ROS 2 node can subscribe to (``event_message_type``)
+EVENT_MESSAGE_TYPES = message_types.SUBSCRIBABLE_EVENT_MESSAGE_TYPES
 #: event messages handled per subscription callback at most (the first and those already queued
 #: behind it), so that a burst does not keep the executor from its other callbacks for long
 MESSAGES_PER_CALLBACK = 32
 QOS_RELIABILITIES = ("best_effort", "reliable")
 
 
-def descriptor(description: str, *, integer_range=None, float_range=None, read_only=False,
-               dynamic_typing=False) -> ParameterDescriptor:
-    """A ParameterDescriptor with a description and an optional integer or float range."""
-    result = ParameterDescriptor(description=description, read_only=read_only, dynamic_typing=dynamic_typing)
-    if integer_range:
-        result.integer_range = [IntegerRange(from_value=integer_range[0], to_value=integer_range[1], step=1)]
-    if float_range:
-        result.floating_point_range = [FloatingPointRange(from_value=float_range[0], to_value=float_range[1],
-                                                          step=0.0)]
-    return result
-
-
 #: name -> (default, description, descriptor options): the event input's parameters
 PARAMETERS = {
-    "event_message_type": ("dvs_msgs/EventArray",
-                           "input message type: dvs_msgs/EventArray or event_camera_msgs/EventPacket", {"read_only": True}),
+    "event_message_type": (message_types.EVENT_ARRAY, f"input message type: {' or '.join(EVENT_MESSAGE_TYPES)}",
+                           {"read_only": True}),
     "qos_reliability": ("best_effort", "events subscription reliability: best_effort (accepts reliable and "
                         "best-effort publishers) or reliable", {"read_only": True}),
-    "qos_depth": (1000, "events subscription queue depth (messages)", {"integer_range": (1, 100000), "read_only": True}),
+    "qos_depth": (1000, "events subscription queue depth (messages)",
+                  {"integer_range": (1, 100000), "read_only": True}),
     "camera_info_topic": ("/dvs/camera_info", "sensor_msgs/CameraInfo topic with the intrinsics", {"read_only": True}),
     "camera_info_timeout_s": (2.0, "wait this long (s) for camera_info before using the calibration parameters",
                               {"float_range": (0.0, 60.0), "read_only": True}),
@@ -145,19 +137,6 @@ class _OutsideTheExecutor(CallbackGroup):
 
     def ending_execution(self, entity) -> None:
         pass
-
-
-class WarnOnce:
-    """Logs a warning once per kind of fault (``kind``: a short stable key)."""
-
-    def __init__(self, logger):
-        self._logger = logger
-        self._warned: set[str] = set()
-
-    def __call__(self, kind: str, text: str) -> None:
-        if kind not in self._warned:
-            self._warned.add(kind)
-            self._logger.warning(text + " (reported once)")
 
 
 class EventInput:

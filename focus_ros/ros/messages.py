@@ -10,15 +10,13 @@ from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from sensor_msgs.msg import Image
 
-from focus_ros import transport
+from focus_ros import codecs
 from focus_ros.camera import Calibration
+from focus_ros.codecs.message_types import EVENT_MESSAGE_TABLE
 from focus_ros.events import NANOSECONDS_PER_SECOND
 
 #: message type -> (Python module, class) of the event messages a node can subscribe to
-EVENT_MESSAGES = {
-    "dvs_msgs/EventArray": ("dvs_msgs.msg", "EventArray"),
-    "event_camera_msgs/EventPacket": ("event_camera_msgs.msg", "EventPacket"),
-}
+EVENT_MESSAGES = {row.name: (row.python_module, row.python_class) for row in EVENT_MESSAGE_TABLE if row.subscribable}
 
 
 def _lookup(message_type: str):
@@ -38,16 +36,16 @@ def event_message_class(message_type: str):
                          f"build it from focus_ros/interfaces/{package} (see README)") from None
 
 
-def event_decoder(message_type: str) -> transport.EventMessageDecoder:
+def event_decoder(message_type: str) -> codecs.EventMessageDecoder:
     """A numpy decoder of one subscription's serialized messages: bytes -> (Events, info),
-    event times in ROS time (the time convention of :class:`transport.EventMessageDecoder`).
+    event times in ROS time (the time convention of :class:`codecs.EventMessageDecoder`).
 
     Stateful: create one per subscription and feed it the messages in order (EVT3 and
     libcaer_cmp state and the sensor-clock -> ROS-time offset carry over). EventPacket
     encodings: evt3, libcaer_cmp, libcaer, mono.
     """
     _lookup(message_type)
-    return transport.EventMessageDecoder(message_type)
+    return codecs.EventMessageDecoder(message_type)
 
 
 def time_from_ns(t_ns: int) -> Time:
@@ -95,7 +93,7 @@ def rgb_image(rgb: np.ndarray, stamp: Time, frame_id: str) -> Image:
 
 def diagnostic_level(problem: tuple[str, str] | None, ok_message: str) -> tuple[int, str]:
     """(DiagnosticStatus level, message) of ``problem`` ("error" | "warn", message), or OK with
-    ``ok_message`` when None (e.g. :meth:`~focus_ros.estimators.worker.EstimatorRunner.health`)."""
+    ``ok_message`` when None (e.g. :meth:`~focus_ros.runtime.EstimatorRunner.health`)."""
     if problem is None:
         return DiagnosticStatus.OK, ok_message
     return {"error": DiagnosticStatus.ERROR, "warn": DiagnosticStatus.WARN}[problem[0]], problem[1]

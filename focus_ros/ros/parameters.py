@@ -9,14 +9,15 @@ string parameter becomes its digits (``estimator_cpus:=1``, a CPU list, is the s
 Nothing else changes: a string for a double, or a double for an integer or a string, is
 still refused with rclpy's message.
 
-Every focus_ros node derives from :class:`FocusNode` instead of ``rclpy.node.Node``.
+Every focus_ros node derives from :class:`FocusNode` instead of ``rclpy.node.Node``, and
+describes its parameters with :func:`descriptor` (a description and an optional range).
 """
 
 from __future__ import annotations
 
 from rclpy.node import Node
 from rclpy.parameter import Parameter
-from rcl_interfaces.msg import ParameterType
+from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, ParameterType
 
 #: declared type -> (type a user may give instead, conversion)
 _WIDENING = {
@@ -24,6 +25,18 @@ _WIDENING = {
     ParameterType.PARAMETER_DOUBLE_ARRAY: (Parameter.Type.INTEGER_ARRAY, lambda values: [float(v) for v in values]),
     ParameterType.PARAMETER_STRING: (Parameter.Type.INTEGER, str),
 }
+
+
+def descriptor(description: str, *, integer_range=None, float_range=None, read_only=False,
+               dynamic_typing=False) -> ParameterDescriptor:
+    """A ParameterDescriptor with a description and an optional integer or float range."""
+    result = ParameterDescriptor(description=description, read_only=read_only, dynamic_typing=dynamic_typing)
+    if integer_range:
+        result.integer_range = [IntegerRange(from_value=integer_range[0], to_value=integer_range[1], step=1)]
+    if float_range:
+        result.floating_point_range = [FloatingPointRange(from_value=float_range[0], to_value=float_range[1],
+                                                          step=0.0)]
+    return result
 
 
 def widened(parameter: Parameter, declared_type: int) -> Parameter:

@@ -1,12 +1,12 @@
 """Event message codecs: decode / encode rates (Mev/s) for 30,000-event messages.
 
-Compares focus_ros.transport with rclpy's own object (de)serialization of
+Compares focus_ros.codecs with rclpy's own object (de)serialization of
 dvs_msgs/EventArray (when the interface packages are built). Every EventPacket encoding
 (evt3, libcaer_cmp, libcaer, mono) on synthetic DAVIS240C-like events (random pixels: the
 worst case for libcaer_cmp's run-length vectors) and on the real boxes_rotation slice;
 then whole real bags of the ros-event-camera projects (../shared/data/peer_bags) through
 the stream decoder the node and the readers use. Prints Markdown tables; medians of
---repeats runs. Run: .venv/bin/python benchmarks/bench_transport.py
+--repeats runs. Run: .venv/bin/python benchmarks/bench_codecs.py
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from focus_ros import transport
+from focus_ros import codecs
 from focus_ros.events import Events
 
 EVENTS_PER_MESSAGE = 30_000
@@ -57,33 +57,33 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     events = synthetic_events(EVENTS_PER_MESSAGE)
     origin = int(events.t[0])
-    cdr = transport.encode_event_array(events, 180, 240, "dvs")
-    ros1 = transport.encode_event_array_ros1(events, 180, 240, "dvs")
-    packets = {encoding: transport.encode_event_packet(events, 180, 240, encoding,
+    cdr = codecs.encode_event_array(events, 180, 240, "dvs")
+    ros1 = codecs.encode_event_array_ros1(events, 180, 240, "dvs")
+    packets = {encoding: codecs.encode_event_packet(events, 180, 240, encoding,
                                                        sensor_time_offset_ns=origin)
-               for encoding in transport.SUPPORTED_PACKET_ENCODINGS}
+               for encoding in codecs.SUPPORTED_PACKET_ENCODINGS}
     cases = [
-        ("EventArray CDR", "decode", lambda: transport.decode_event_array(cdr)),
-        ("EventArray CDR", "encode", lambda: transport.encode_event_array(events, 180, 240, "dvs")),
-        ("EventArray ROS 1", "decode", lambda: transport.decode_event_array_ros1(ros1)),
-        ("EventArray ROS 1", "encode", lambda: transport.encode_event_array_ros1(events, 180, 240, "dvs")),
+        ("EventArray CDR", "decode", lambda: codecs.decode_event_array(cdr)),
+        ("EventArray CDR", "encode", lambda: codecs.encode_event_array(events, 180, 240, "dvs")),
+        ("EventArray ROS 1", "decode", lambda: codecs.decode_event_array_ros1(ros1)),
+        ("EventArray ROS 1", "encode", lambda: codecs.encode_event_array_ros1(events, 180, 240, "dvs")),
     ]
     for encoding, packet in packets.items():
         cases += [
             (f"EventPacket {encoding} ({len(packet) / len(events):.1f} B/event)", "decode",
-             lambda packet=packet: transport.decode_event_packet(packet)),
+             lambda packet=packet: codecs.decode_event_packet(packet)),
             (f"EventPacket {encoding}", "encode",
-             lambda encoding=encoding: transport.encode_event_packet(
+             lambda encoding=encoding: codecs.encode_event_packet(
                  events, 180, 240, encoding, sensor_time_offset_ns=origin)),
         ]
     real = _real_slice()
     if real is not None:
         for encoding in ("libcaer_cmp", "evt3"):
-            packet = transport.encode_event_packet(real, 180, 240, encoding,
+            packet = codecs.encode_event_packet(real, 180, 240, encoding,
                                                    sensor_time_offset_ns=int(real.t[0]))
             cases.append((f"EventPacket {encoding}, real boxes_rotation slice "
                           f"({len(packet) / len(real):.1f} B/event)", "decode",
-                          lambda packet=packet: transport.decode_event_packet(packet)))
+                          lambda packet=packet: codecs.decode_event_packet(packet)))
     try:
         from dvs_msgs.msg import EventArray
         from rclpy.serialization import deserialize_message, serialize_message
@@ -129,7 +129,7 @@ def _peer_bag_rates(repeats: int) -> None:
             raw = [bytes(data) for _, _, data in reader.messages()]
 
         def decode_all():
-            stream = transport.EventMessageDecoder(msgtype)
+            stream = codecs.EventMessageDecoder(msgtype)
             return sum(len(stream(buffer)[0]) for buffer in raw)
 
         count = decode_all()

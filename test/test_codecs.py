@@ -9,10 +9,11 @@ import functools
 import numpy as np
 import pytest
 
-from focus_ros import transport
+from focus_ros import codecs
 from focus_ros.events import Events
 from focus_ros.sources.bags import typestore_with_event_types
-from focus_ros.transport import EventDecodeError
+from focus_ros.codecs import EventDecodeError
+from focus_ros.codecs.event_packet import _packet_header_checked, _packet_header_fast
 
 SECOND = 1_000_000_000
 
@@ -55,21 +56,21 @@ def sensor_size(events: Events) -> tuple[int, int]:
 def test_event_array_cdr_round_trip(name):
     events = EDGE_CASES[name]
     height, width = sensor_size(events)
-    buffer = transport.encode_event_array(events, height, width, "davis", stamp_ns=7 * SECOND + 5)
-    decoded, info = transport.decode_event_array(buffer)
+    buffer = codecs.encode_event_array(events, height, width, "davis", stamp_ns=7 * SECOND + 5)
+    decoded, info = codecs.decode_event_array(buffer)
     assert decoded.equals(events)
-    assert info == transport.EventArrayInfo(7 * SECOND + 5, "davis", height, width)
-    assert len(buffer) == 4 + 8 + 4 + len("davis") + 1 + 2 + 12 + transport.cdr_event_sequence_bytes(len(events))
+    assert info == codecs.EventArrayInfo(7 * SECOND + 5, "davis", height, width)
+    assert len(buffer) == 4 + 8 + 4 + len("davis") + 1 + 2 + 12 + codecs.cdr_event_sequence_bytes(len(events))
 
 
 @pytest.mark.parametrize("name", EDGE_CASES)
 def test_event_array_ros1_round_trip(name):
     events = EDGE_CASES[name]
     height, width = sensor_size(events)
-    buffer = transport.encode_event_array_ros1(events, height, width, "dvs", stamp_ns=3 * SECOND)
-    decoded, info = transport.decode_event_array_ros1(buffer)
+    buffer = codecs.encode_event_array_ros1(events, height, width, "dvs", stamp_ns=3 * SECOND)
+    decoded, info = codecs.decode_event_array_ros1(buffer)
     assert decoded.equals(events)
-    assert info == transport.EventArrayInfo(3 * SECOND, "dvs", height, width)
+    assert info == codecs.EventArrayInfo(3 * SECOND, "dvs", height, width)
     assert len(buffer) == 4 + 8 + 4 + 3 + 12 + 13 * len(events)
 
 
@@ -84,9 +85,9 @@ def test_event_packet_round_trip(encoding, name, ros1):
     if encoding != "mono":  # microsecond clocks
         events = Events(events.x, events.y, events.t // 1000 * 1000, events.p)
     origin = int(events.t[0]) if len(events) else 0
-    buffer = transport.encode_event_packet(events, 180, 240, encoding, "cam", seq=42,
+    buffer = codecs.encode_event_packet(events, 180, 240, encoding, "cam", seq=42,
                                            sensor_time_offset_ns=origin, ros1=ros1)
-    decoded, info = transport.decode_event_packet(buffer, transport.Evt3Decoder(origin), ros1=ros1)
+    decoded, info = codecs.decode_event_packet(buffer, codecs.Evt3Decoder(origin), ros1=ros1)
     assert decoded.equals(events)
     assert (info.encoding, info.seq, info.height, info.width, info.frame_id) == (encoding, 42, 180, 240, "cam")
 
@@ -116,10 +117,10 @@ def test_packets_split_anywhere_decode_to_the_same_stream(encoding):
     origin = int(events.t[0]) - 5 * SECOND  # the camera started 5 s before the first event
     rng = np.random.default_rng(9)
     cuts = np.unique(np.r_[0, np.sort(rng.integers(0, len(events), 40)), 1, 2, len(events)])
-    stream = transport.EventMessageDecoder("event_camera_msgs/msg/EventPacket")
+    stream = codecs.EventMessageDecoder("event_camera_msgs/msg/EventPacket")
     decoded = []
     for begin, end in zip(cuts[:-1], cuts[1:]):
-        buffer = transport.encode_event_packet(events[begin:end], 260, 346, encoding,
+        buffer = codecs.encode_event_packet(events[begin:end], 260, 346, encoding,
                                                sensor_time_offset_ns=origin)
         decoded.append(stream(buffer)[0])
     assert Events.concatenate(decoded).equals(events)
@@ -127,14 +128,14 @@ def test_packets_split_anywhere_decode_to_the_same_stream(encoding):
 
 def test_libcaer_cmp_packs_rows_into_vectors():
     events = clustered_events(4000, seed=3)
-    buffer = transport.encode_event_packet(events, 260, 346, "libcaer_cmp")
+    buffer = codecs.encode_event_packet(events, 260, 346, "libcaer_cmp")
     store = typestore_with_event_types(2)
     payload = store.deserialize_cdr(buffer, "event_camera_msgs/msg/EventPacket").events
     words = np.frombuffer(payload.tobytes(), "<u2")
-    assert np.count_nonzero(words >> 12 == transport.CMP_VECT_8) > 300
+    assert np.count_nonzero(words >> 12 == codecs.CMP_VECT_8) > 300
     # less than half the size of libcaer's 8 bytes per event
     assert len(payload) < 4 * len(events)
-    assert transport.decode_event_packet(buffer)[0].equals(events)
+    assert codecs.decode_event_packet(buffer)[0].equals(events)
 
 
 @pytest.mark.parametrize("packets", [1, 3])
@@ -145,13 +146,13 @@ def test_libcaer_round_trip_across_the_31_bit_microsecond_rollover(packets):
     clock_us = (1 << 31) - 500 + np.arange(0, 3000, 3)
     events = Events.from_arrays(np.arange(1000) % 346, np.arange(1000) % 260,
                                 host_start + clock_us * 1000, np.arange(1000) % 2)
-    stream = transport.PacketStreamState()
+    stream = codecs.PacketStreamState()
     parts = np.array_split(np.arange(len(events)), packets)
     decoded = []
     for part in parts:
-        buffer = transport.encode_event_packet(events[part], 260, 346, "libcaer",
+        buffer = codecs.encode_event_packet(events[part], 260, 346, "libcaer",
                                                sensor_time_offset_ns=host_start)
-        decoded.append(transport.decode_event_packet(buffer, stream)[0])
+        decoded.append(codecs.decode_event_packet(buffer, stream)[0])
     assert Events.concatenate(decoded).equals(events)
     if packets == 1:  # the rollover sits inside the packet: stamps go 2^31 - 500 .. 2499
         stamps = np.frombuffer(buffer[-8 * len(events):], "<u4")[1::2]
@@ -163,9 +164,9 @@ def test_evt3_round_trip_across_the_24_bit_microsecond_rollover():
     events = Events.from_arrays(np.arange(200) % 240, np.arange(200) % 180,
                                 np.linspace(0, 40 * SECOND, 200).astype(np.int64) // 1000 * 1000,
                                 np.arange(200) % 2)
-    decoder = transport.Evt3Decoder()
+    decoder = codecs.Evt3Decoder()
     decoded = Events.concatenate(
-        transport.decode_event_packet(transport.encode_event_packet(part, 180, 240, "evt3"), decoder)[0]
+        codecs.decode_event_packet(codecs.encode_event_packet(part, 180, 240, "evt3"), decoder)[0]
         for part in (events[:70], events[70:150], events[150:]))
     assert decoded.equals(events)
 
@@ -173,21 +174,21 @@ def test_evt3_round_trip_across_the_24_bit_microsecond_rollover():
 def test_encoders_refuse_events_they_cannot_represent():
     events = random_events(10)
     with pytest.raises(ValueError, match="outside the sensor"):
-        transport.encode_event_array(events, 100, 100)
+        codecs.encode_event_array(events, 100, 100)
     with pytest.raises(ValueError, match="whole microseconds"):
-        transport.encode_event_packet(Events.from_arrays([1], [1], [1001], [1]), 180, 240, "evt3")
+        codecs.encode_event_packet(Events.from_arrays([1], [1], [1001], [1]), 180, 240, "evt3")
     with pytest.raises(ValueError, match="2\\^32"):
-        transport.encode_event_packet(Events.from_arrays([1, 1], [1, 1], [0, 5 * SECOND], [1, 1]),
+        codecs.encode_event_packet(Events.from_arrays([1, 1], [1, 1], [0, 5 * SECOND], [1, 1]),
                                       180, 240, "mono")
     with pytest.raises(ValueError, match="unknown EventPacket encoding"):
-        transport.encode_event_packet(events, 180, 240, "evt4")
+        codecs.encode_event_packet(events, 180, 240, "evt4")
     with pytest.raises(ValueError, match="whole microseconds"):
-        transport.encode_event_packet(Events.from_arrays([1], [1], [1001], [1]), 180, 240, "libcaer")
+        codecs.encode_event_packet(Events.from_arrays([1], [1], [1001], [1]), 180, 240, "libcaer")
     with pytest.raises(ValueError, match="time order"):
-        transport.encode_event_packet(Events.from_arrays([1, 1], [1, 1], [2000, 1000], [1, 1]), 180, 240,
+        codecs.encode_event_packet(Events.from_arrays([1, 1], [1, 1], [2000, 1000], [1, 1]), 180, 240,
                                       "libcaer")
     with pytest.raises(ValueError, match="2\\^24 us"):
-        transport.encode_event_packet(Events.from_arrays([1, 1], [1, 1], [0, 17 * SECOND], [1, 1]),
+        codecs.encode_event_packet(Events.from_arrays([1, 1], [1, 1], [0, 17 * SECOND], [1, 1]),
                                       180, 240, "libcaer_cmp")
 
 
@@ -216,9 +217,9 @@ def test_event_array_cdr_bytes_equal_rosbags_serializer(name):
     store = typestore_with_event_types(2)
     message = rosbags_event_array(store, events, height, width, "frame7", 12 * SECOND + 3)
     expected = bytes(store.serialize_cdr(message, "dvs_msgs/msg/EventArray"))
-    assert transport.encode_event_array(events, height, width, "frame7", 12 * SECOND + 3) == expected
+    assert codecs.encode_event_array(events, height, width, "frame7", 12 * SECOND + 3) == expected
     big_endian = bytes(store.serialize_cdr(message, "dvs_msgs/msg/EventArray", little_endian=False))
-    decoded, info = transport.decode_event_array(big_endian)
+    decoded, info = codecs.decode_event_array(big_endian)
     assert decoded.equals(events)
     assert (info.stamp_ns, info.frame_id) == (12 * SECOND + 3, "frame7")
 
@@ -230,13 +231,13 @@ def test_event_array_ros1_bytes_equal_rosbags_serializer(name):
     store = typestore_with_event_types(1)
     message = rosbags_event_array(store, events, height, width, "dvs", 5 * SECOND, ros1=True)
     expected = bytes(store.serialize_ros1(message, "dvs_msgs/msg/EventArray"))
-    assert transport.encode_event_array_ros1(events, height, width, "dvs", 5 * SECOND) == expected
+    assert codecs.encode_event_array_ros1(events, height, width, "dvs", 5 * SECOND) == expected
 
 
 @pytest.mark.parametrize("encoding", ENCODINGS)
 def test_event_packet_bytes_equal_rosbags_serializer(encoding):
     events = random_events(300, seed=4, microseconds=True)
-    buffer = transport.encode_event_packet(events, 180, 240, encoding, "ec", stamp_ns=SECOND, seq=9,
+    buffer = codecs.encode_event_packet(events, 180, 240, encoding, "ec", stamp_ns=SECOND, seq=9,
                                            sensor_time_offset_ns=int(events.t[0]))
     store = typestore_with_event_types(2)
     message = store.deserialize_cdr(buffer, "event_camera_msgs/msg/EventPacket")
@@ -244,7 +245,7 @@ def test_event_packet_bytes_equal_rosbags_serializer(encoding):
     assert bytes(store.serialize_cdr(message, "event_camera_msgs/msg/EventPacket")) == buffer
     # big-endian CDR of the same message decodes to the same events
     big_endian = bytes(store.serialize_cdr(message, "event_camera_msgs/msg/EventPacket", little_endian=False))
-    decoded, _ = transport.decode_event_packet(big_endian, transport.Evt3Decoder(int(events.t[0])))
+    decoded, _ = codecs.decode_event_packet(big_endian, codecs.Evt3Decoder(int(events.t[0])))
     assert decoded.equals(events)
     # ROS 1: the same message through rosbags' ROS 1 serializer
     ros1_store = typestore_with_event_types(1)
@@ -255,9 +256,9 @@ def test_event_packet_bytes_equal_rosbags_serializer(encoding):
         height=180, width=240, seq=9, time_base=message.time_base, encoding=encoding, is_bigendian=False,
         events=message.events)
     ros1_buffer = bytes(ros1_store.serialize_ros1(ros1_message, "event_camera_msgs/msg/EventPacket"))
-    assert transport.encode_event_packet(events, 180, 240, encoding, "ec", stamp_ns=SECOND, seq=9,
+    assert codecs.encode_event_packet(events, 180, 240, encoding, "ec", stamp_ns=SECOND, seq=9,
                                          sensor_time_offset_ns=int(events.t[0]), ros1=True) == ros1_buffer
-    assert transport.event_packet_ros1_to_cdr(ros1_buffer) == buffer
+    assert codecs.event_packet_ros1_to_cdr(ros1_buffer) == buffer
 
 
 # ----------------------------------------------------------------------------------------
@@ -270,7 +271,7 @@ def test_event_array_matches_rclpy_both_directions():
     from rclpy.serialization import deserialize_message, serialize_message
 
     events = random_events(257, seed=5)
-    buffer = transport.encode_event_array(events, 180, 240, "davis", stamp_ns=4 * SECOND + 17)
+    buffer = codecs.encode_event_array(events, 180, 240, "davis", stamp_ns=4 * SECOND + 17)
     message = deserialize_message(buffer, dvs_msgs.EventArray)
     assert (message.header.stamp.sec, message.header.stamp.nanosec, message.header.frame_id) == (4, 17, "davis")
     assert (message.height, message.width, len(message.events)) == (180, 240, 257)
@@ -278,9 +279,9 @@ def test_event_array_matches_rclpy_both_directions():
         event = message.events[index]
         assert (event.x, event.y, event.ts.sec * SECOND + event.ts.nanosec, event.polarity) == (
             events.x[index], events.y[index], events.t[index], bool(events.p[index] > 0))
-    decoded, info = transport.decode_event_array(serialize_message(message))
+    decoded, info = codecs.decode_event_array(serialize_message(message))
     assert decoded.equals(events)
-    assert info == transport.EventArrayInfo(4 * SECOND + 17, "davis", 180, 240)
+    assert info == codecs.EventArrayInfo(4 * SECOND + 17, "davis", 180, 240)
 
 
 # ----------------------------------------------------------------------------------------
@@ -309,7 +310,7 @@ def test_mono_words_follow_the_documented_bit_layout(is_bigendian):
     words = np.array([(1 << 63) | (5 << 48) | (7 << 32) | 100, (0 << 63) | (179 << 48) | (239 << 32) | 0xFFFFFFFF],
                      np.uint64)
     payload = words.astype(">u8" if is_bigendian else "<u8").tobytes()
-    events, info = transport.decode_event_packet(packet_with_payload("mono", payload, 10 * SECOND, is_bigendian))
+    events, info = codecs.decode_event_packet(packet_with_payload("mono", payload, 10 * SECOND, is_bigendian))
     assert events.x.tolist() == [7, 239] and events.y.tolist() == [5, 179]
     assert events.t.tolist() == [10 * SECOND + 100, 10 * SECOND + 0xFFFFFFFF]
     assert events.p.tolist() == [1, -1]
@@ -329,7 +330,7 @@ def test_evt3_words_decode_per_the_format():
              0x8000, 0x6001,  # TIME_HIGH back to 0: rollover -> 2^24 + 1 us
              0x2005]          # ADDR_X x=5, polarity 0
     payload = np.array(words, "<u2").tobytes()
-    events, _ = transport.decode_event_packet(packet_with_payload("evt3", payload))
+    events, _ = codecs.decode_event_packet(packet_with_payload("evt3", payload))
     assert events.x.tolist() == [4, 16, 18, 28, 35, 5]
     assert events.y.tolist() == [3] * 6
     assert events.p.tolist() == [1, -1, -1, -1, -1, -1]
@@ -341,7 +342,7 @@ def test_libcaer_words_decode_per_the_format():
     data = [(7 << 17) | (5 << 2) | (1 << 1) | 1, (239 << 17) | (179 << 2) | 1, (0 << 17) | (0 << 2) | 3]
     stamps = [(1 << 31) - 2, (1 << 31) - 1, 4]  # the 31-bit clock rolls over before the third
     payload = np.array([value for pair in zip(data, stamps) for value in pair], "<u4").tobytes()
-    events, info = transport.decode_event_packet(packet_with_payload("libcaer", payload, 10 * SECOND))
+    events, info = codecs.decode_event_packet(packet_with_payload("libcaer", payload, 10 * SECOND))
     assert events.x.tolist() == [7, 239, 0] and events.y.tolist() == [5, 179, 0]
     assert events.p.tolist() == [1, -1, 1]
     assert events.t.tolist() == [10 * SECOND + ((1 << 31) - 2) * 1000, 10 * SECOND + ((1 << 31) - 1) * 1000,
@@ -359,14 +360,14 @@ def test_libcaer_cmp_words_decode_per_the_format():
              0x200A,          # ADDR_X column 10
              0x3000]          # ADDR_Y y=0, polarity 0
     payload = np.array(words, "<u2").tobytes()
-    stream = transport.PacketStreamState()
-    events, _ = transport.decode_event_packet(packet_with_payload("libcaer_cmp", payload, 3 * SECOND), stream)
+    stream = codecs.PacketStreamState()
+    events, _ = codecs.decode_event_packet(packet_with_payload("libcaer_cmp", payload, 3 * SECOND), stream)
     assert events.x.tolist() == [5, 5, 5, 5, 5, 10]
     assert events.y.tolist() == [3, 8, 10, 15, 16, 0]
     assert events.p.tolist() == [1, -1, -1, -1, -1, -1]
     assert events.t.tolist() == [3 * SECOND] + [3 * SECOND + 4098_000] * 5
     # the next packet starts its time at its own time_base; the column carries over
-    events, _ = transport.decode_event_packet(
+    events, _ = codecs.decode_event_packet(
         packet_with_payload("libcaer_cmp", np.array([0x1001, 0x3802], "<u2").tobytes(), 4 * SECOND), stream)
     assert (events.x.tolist(), events.y.tolist(), events.t.tolist()) == ([10], [2], [4 * SECOND + 1000])
 
@@ -376,7 +377,7 @@ def test_evt3_trigger_words_decode_per_the_format():
              0xA001,          # EXT_TRIGGER rising edge, id 0
              0x6003,          # time 4099 us
              0xA500]          # EXT_TRIGGER falling edge, id 5
-    events, info = transport.decode_event_packet(packet_with_payload("evt3", np.array(words, "<u2").tobytes()))
+    events, info = codecs.decode_event_packet(packet_with_payload("evt3", np.array(words, "<u2").tobytes()))
     assert len(events) == 0
     assert info.triggers.t.tolist() == [4098_000, 4099_000]
     assert info.triggers.edge.tolist() == [1, 0] and info.triggers.id.tolist() == [0, 5]
@@ -384,7 +385,7 @@ def test_evt3_trigger_words_decode_per_the_format():
 
 def test_evt3_events_before_the_first_valid_time_are_dropped():
     payload = np.array([0x0003, 0x2804, 0x8001, 0x6002, 0x2805], "<u2").tobytes()
-    events, _ = transport.decode_event_packet(packet_with_payload("evt3", payload))
+    events, _ = codecs.decode_event_packet(packet_with_payload("evt3", payload))
     assert events.x.tolist() == [5]
 
 
@@ -396,27 +397,27 @@ def encoded_messages():
     events = random_events(5, seed=2, microseconds=True)
     origin = int(events.t[0])
     return {
-        "EventArray CDR": (transport.encode_event_array(events, 180, 240, "cam"), transport.decode_event_array),
-        "EventArray ROS 1": (transport.encode_event_array_ros1(events, 180, 240, "cam"),
-                             transport.decode_event_array_ros1),
-        "EventPacket mono": (transport.encode_event_packet(events, 180, 240, "mono", "cam"),
-                             transport.decode_event_packet),
-        "EventPacket evt3": (transport.encode_event_packet(events, 180, 240, "evt3", "cam",
+        "EventArray CDR": (codecs.encode_event_array(events, 180, 240, "cam"), codecs.decode_event_array),
+        "EventArray ROS 1": (codecs.encode_event_array_ros1(events, 180, 240, "cam"),
+                             codecs.decode_event_array_ros1),
+        "EventPacket mono": (codecs.encode_event_packet(events, 180, 240, "mono", "cam"),
+                             codecs.decode_event_packet),
+        "EventPacket evt3": (codecs.encode_event_packet(events, 180, 240, "evt3", "cam",
                                                            sensor_time_offset_ns=origin),
-                             transport.decode_event_packet),
-        "EventPacket libcaer": (transport.encode_event_packet(events, 180, 240, "libcaer", "cam",
+                             codecs.decode_event_packet),
+        "EventPacket libcaer": (codecs.encode_event_packet(events, 180, 240, "libcaer", "cam",
                                                               sensor_time_offset_ns=origin - 5 * SECOND),
-                                transport.decode_event_packet),
-        "EventPacket libcaer_cmp": (transport.encode_event_packet(clustered_events(40, 4, width=240, height=180),
+                                codecs.decode_event_packet),
+        "EventPacket libcaer_cmp": (codecs.encode_event_packet(clustered_events(40, 4, width=240, height=180),
                                                                   180, 240, "libcaer_cmp", "cam"),
-                                    transport.decode_event_packet),
+                                    codecs.decode_event_packet),
         "EventPacket libcaer_cmp ROS 1": (
-            transport.encode_event_packet(clustered_events(40, 4, width=240, height=180), 180, 240,
+            codecs.encode_event_packet(clustered_events(40, 4, width=240, height=180), 180, 240,
                                           "libcaer_cmp", "cam", ros1=True),
-            lambda buffer: transport.decode_event_packet(buffer, ros1=True)),
+            lambda buffer: codecs.decode_event_packet(buffer, ros1=True)),
         "EventPacket evt3 ROS 1": (
-            transport.encode_event_packet(events, 180, 240, "evt3", "cam", sensor_time_offset_ns=origin, ros1=True),
-            lambda buffer: transport.decode_event_packet(buffer, ros1=True)),
+            codecs.encode_event_packet(events, 180, 240, "evt3", "cam", sensor_time_offset_ns=origin, ros1=True),
+            lambda buffer: codecs.decode_event_packet(buffer, ros1=True)),
     }
 
 
@@ -427,7 +428,7 @@ def test_payload_cut_anywhere_raises_or_gives_a_prefix_of_the_events(encoding):
     it (the formats have no end marker): never to different events."""
     events = clustered_events(24, 5, width=240, height=180)
     origin = int(events.t[0])
-    full = transport.encode_event_packet(events, 180, 240, encoding, sensor_time_offset_ns=origin)
+    full = codecs.encode_event_packet(events, 180, 240, encoding, sensor_time_offset_ns=origin)
     store = typestore_with_event_types(2)
     payload = store.deserialize_cdr(full, "event_camera_msgs/msg/EventPacket").events.tobytes()
     time_base = store.deserialize_cdr(full, "event_camera_msgs/msg/EventPacket").time_base
@@ -436,9 +437,9 @@ def test_payload_cut_anywhere_raises_or_gives_a_prefix_of_the_events(encoding):
         buffer = packet_with_payload(encoding, payload[:length], time_base)
         if length % word:
             with pytest.raises(EventDecodeError, match="whole number"):
-                transport.decode_event_packet(buffer, transport.Evt3Decoder(origin))
+                codecs.decode_event_packet(buffer, codecs.Evt3Decoder(origin))
             continue
-        decoded, _ = transport.decode_event_packet(buffer, transport.Evt3Decoder(origin))
+        decoded, _ = codecs.decode_event_packet(buffer, codecs.Evt3Decoder(origin))
         assert decoded.equals(events[:len(decoded)])
 
 
@@ -470,7 +471,7 @@ def test_random_corruption_raises_only_event_decode_error(kind):
 
 def cdr_event_array_fields(events=None, height=180, width=240):
     events = random_events(3, seed=3) if events is None else events
-    return bytearray(transport.encode_event_array(events, height, width, "ab"))
+    return bytearray(codecs.encode_event_array(events, height, width, "ab"))
 
 
 def test_specific_malformed_event_arrays_name_the_problem():
@@ -492,37 +493,37 @@ def test_specific_malformed_event_arrays_name_the_problem():
     bad = bytearray(good) + b"\x00" * 8; cases.append((bad, "unexpected bytes"))
     for buffer, message in cases:
         with pytest.raises(EventDecodeError, match=message):
-            transport.decode_event_array(bytes(buffer))
+            codecs.decode_event_array(bytes(buffer))
 
 
 def test_unknown_packet_encoding_and_bad_payloads_raise():
     with pytest.raises(EventDecodeError, match="unknown EventPacket encoding 'evt2'"):
-        transport.decode_event_packet(packet_with_payload("evt2", b"\x00" * 8))
+        codecs.decode_event_packet(packet_with_payload("evt2", b"\x00" * 8))
     with pytest.raises(EventDecodeError, match="not a whole number of 8-byte events"):
-        transport.decode_event_packet(packet_with_payload("libcaer", b"\x00" * 12))
+        codecs.decode_event_packet(packet_with_payload("libcaer", b"\x00" * 12))
     with pytest.raises(EventDecodeError, match="negative timestamp -1 us at byte offset"):
-        transport.decode_event_packet(packet_with_payload("libcaer", np.array([1, 0xFFFFFFFF], "<u4").tobytes()))
+        codecs.decode_event_packet(packet_with_payload("libcaer", np.array([1, 0xFFFFFFFF], "<u4").tobytes()))
     with pytest.raises(EventDecodeError, match="x=240 y=0 outside the sensor"):
-        transport.decode_event_packet(packet_with_payload("libcaer", np.array([240 << 17, 0], "<u4").tobytes()))
+        codecs.decode_event_packet(packet_with_payload("libcaer", np.array([240 << 17, 0], "<u4").tobytes()))
     with pytest.raises(EventDecodeError, match="not a whole number of 16-bit words"):
-        transport.decode_event_packet(packet_with_payload("libcaer_cmp", b"\x00" * 5))
+        codecs.decode_event_packet(packet_with_payload("libcaer_cmp", b"\x00" * 5))
     with pytest.raises(EventDecodeError, match="unknown libcaer_cmp word code 6"):
-        transport.decode_event_packet(packet_with_payload("libcaer_cmp", np.array([0x2001, 0x6000], "<u2").tobytes()))
+        codecs.decode_event_packet(packet_with_payload("libcaer_cmp", np.array([0x2001, 0x6000], "<u2").tobytes()))
     with pytest.raises(EventDecodeError, match="before any ADDR_X"):
-        transport.decode_event_packet(packet_with_payload("libcaer_cmp", np.array([0x3001], "<u2").tobytes()))
+        codecs.decode_event_packet(packet_with_payload("libcaer_cmp", np.array([0x3001], "<u2").tobytes()))
     with pytest.raises(EventDecodeError, match="libcaer_cmp event outside the sensor"):
-        transport.decode_event_packet(packet_with_payload("libcaer_cmp", np.array([0x2001, 0x40B0, 0x5010], "<u2").tobytes()))
+        codecs.decode_event_packet(packet_with_payload("libcaer_cmp", np.array([0x2001, 0x40B0, 0x5010], "<u2").tobytes()))
     with pytest.raises(EventDecodeError, match="not a whole number of 8-byte words"):
-        transport.decode_event_packet(packet_with_payload("mono", b"\x00" * 12))
+        codecs.decode_event_packet(packet_with_payload("mono", b"\x00" * 12))
     with pytest.raises(EventDecodeError, match="not a whole number of 16-bit words"):
-        transport.decode_event_packet(packet_with_payload("evt3", b"\x00" * 3))
+        codecs.decode_event_packet(packet_with_payload("evt3", b"\x00" * 3))
     with pytest.raises(EventDecodeError, match="unknown EVT3 word type 0x1"):
-        transport.decode_event_packet(packet_with_payload("evt3", np.array([0x8000, 0x6000, 0x1000], "<u2").tobytes()))
+        codecs.decode_event_packet(packet_with_payload("evt3", np.array([0x8000, 0x6000, 0x1000], "<u2").tobytes()))
     with pytest.raises(EventDecodeError, match="outside the sensor"):
-        transport.decode_event_packet(packet_with_payload(
+        codecs.decode_event_packet(packet_with_payload(
             "evt3", np.array([0x8000, 0x6000, 0x0000, 0x2000 | 240], "<u2").tobytes()))
     with pytest.raises(EventDecodeError, match="outside sensor"):
-        transport.decode_event_packet(packet_with_payload("mono", np.array([300 << 32], "<u8").tobytes()))
+        codecs.decode_event_packet(packet_with_payload("mono", np.array([300 << 32], "<u8").tobytes()))
 
 
 # ----------------------------------------------------------------------------------------
@@ -535,14 +536,14 @@ def test_camera_clock_streams_are_moved_onto_the_first_header_stamp_once():
     keep the camera's spacing, whatever their own header stamps say (here 2 ms late)."""
     ros_start = 1_700_000_000 * SECOND
     events = clustered_events(3000, seed=6, start_ns=3 * SECOND)  # camera clock
-    stream = transport.EventMessageDecoder("event_camera_msgs/EventPacket")
-    empty = transport.encode_event_packet(Events.empty(), 260, 346, "evt3", stamp_ns=ros_start - SECOND)
+    stream = codecs.EventMessageDecoder("event_camera_msgs/EventPacket")
+    empty = codecs.encode_event_packet(Events.empty(), 260, 346, "evt3", stamp_ns=ros_start - SECOND)
     assert len(stream(empty)[0]) == 0 and stream.offset_ns is None  # no events: nothing fixed yet
     decoded = []
     for index, part in enumerate(np.array_split(np.arange(len(events)), 5)):
         chunk = events[part]
         stamp = ros_start + int(chunk.t[0] - events.t[0]) + (2_000_000 if index else 0)
-        decoded.append(stream(transport.encode_event_packet(chunk, 260, 346, "evt3", stamp_ns=stamp))[0])
+        decoded.append(stream(codecs.encode_event_packet(chunk, 260, 346, "evt3", stamp_ns=stamp))[0])
     assert stream.offset_ns == ros_start - int(events.t[0])
     assert np.array_equal(Events.concatenate(decoded).t, events.t - events.t[0] + ros_start)
 
@@ -555,11 +556,11 @@ def test_host_clock_streams_keep_their_times(encoding):
     events = clustered_events(500, seed=7, start_ns=1_702_309_120 * SECOND, span_us=10_000)
     stamp = int(events.t[-1]) + 10_000_000
     if encoding == "dvs":
-        stream = transport.EventMessageDecoder("dvs_msgs/msg/EventArray")
-        buffer = transport.encode_event_array(events, 260, 346, stamp_ns=stamp)
+        stream = codecs.EventMessageDecoder("dvs_msgs/msg/EventArray")
+        buffer = codecs.encode_event_array(events, 260, 346, stamp_ns=stamp)
     else:
-        stream = transport.EventMessageDecoder("event_camera_msgs/EventPacket")
-        buffer = transport.encode_event_packet(events, 260, 346, encoding, stamp_ns=stamp,
+        stream = codecs.EventMessageDecoder("event_camera_msgs/EventPacket")
+        buffer = codecs.encode_event_packet(events, 260, 346, encoding, stamp_ns=stamp,
                                                sensor_time_offset_ns=1_702_300_000 * SECOND)
     decoded, info = stream(buffer)
     assert stream.offset_ns == 0 and info.stamp_ns == stamp
@@ -568,7 +569,7 @@ def test_host_clock_streams_keep_their_times(encoding):
 
 def test_event_message_decoder_refuses_unknown_types():
     with pytest.raises(ValueError, match="unknown event message type 'prophesee_event_msgs/EventArray'"):
-        transport.EventMessageDecoder("prophesee_event_msgs/EventArray")
+        codecs.EventMessageDecoder("prophesee_event_msgs/EventArray")
 
 
 def test_fast_packet_header_path_agrees_with_the_checked_one():
@@ -576,8 +577,8 @@ def test_fast_packet_header_path_agrees_with_the_checked_one():
     back to the field-by-field path otherwise: on any corruption, the fast path either
     declines or reads exactly what the checked path reads."""
     events = clustered_events(40, 4, width=240, height=180)
-    buffer = transport.encode_event_packet(events, 180, 240, "libcaer_cmp", "camera_frame")
-    assert transport._packet_header_fast(buffer) is not None
+    buffer = codecs.encode_event_packet(events, 180, 240, "libcaer_cmp", "camera_frame")
+    assert _packet_header_fast(buffer) is not None
     rng = np.random.default_rng(21)
     declined = 0
     for _ in range(3000):
@@ -585,9 +586,9 @@ def test_fast_packet_header_path_agrees_with_the_checked_one():
         for position in rng.integers(0, 90, rng.integers(1, 3)):  # the header and first words
             corrupted[position] = rng.integers(0, 256)
         corrupted = bytes(corrupted)
-        fast = transport._packet_header_fast(corrupted)
+        fast = _packet_header_fast(corrupted)
         try:
-            checked = transport._packet_header_checked(corrupted, ros1=False)
+            checked = _packet_header_checked(corrupted, ros1=False)
         except EventDecodeError:
             assert fast is None
             declined += 1
@@ -598,3 +599,19 @@ def test_fast_packet_header_path_agrees_with_the_checked_one():
         assert fast[:9] == checked[:9] and fast[10] == checked[10]
         assert np.array_equal(fast[9], checked[9])
     assert 0 < declined < 3000
+
+
+def test_one_table_of_event_message_types_gives_each_use_its_members():
+    """The bag readers decode all three types; a ROS 2 node subscribes to the two with an interface
+    package here; a replay publishes the legacy type as the EventPacket it equals field for field."""
+    from focus_ros.codecs import message_types
+
+    assert message_types.EVENT_MESSAGE_TYPES == (
+        "dvs_msgs/EventArray", "event_camera_msgs/EventPacket", "event_array_msgs/EventArray")
+    assert message_types.SUBSCRIBABLE_EVENT_MESSAGE_TYPES == ("dvs_msgs/EventArray", "event_camera_msgs/EventPacket")
+    assert message_types.ROS2_REPUBLISHED_MESSAGE_TYPES == {"dvs_msgs/msg/EventArray",
+                                                            "event_camera_msgs/msg/EventPacket"}
+    assert message_types.republished_ros2_type("event_array_msgs/msg/EventArray") == "event_camera_msgs/msg/EventPacket"
+    assert message_types.republished_ros2_type("sensor_msgs/msg/Imu") == "sensor_msgs/msg/Imu"
+    assert message_types.event_message_type("event_camera_msgs/msg/EventPacket").packet
+    assert message_types.event_message_type("sensor_msgs/msg/Imu") is None
