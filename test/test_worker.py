@@ -1,5 +1,5 @@
-"""The estimator in its own process (focus_ros.estimators.worker) against the estimator in
-this process, on the same windows; a worker that dies is reported and restarted."""
+"""The estimator in its own process (focus_ros.runtime: EstimatorProcess, EstimatorRunner) against
+the estimator in this process, on the same windows; a worker that dies is reported and restarted."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pytest
 from conftest import slice_folder
 from focus_ros.camera import Calibration
 from focus_ros.estimators.angular_velocity import AngularVelocityEstimator, real_time_settings
-from focus_ros.estimators.worker import (EstimatorProcess, EstimatorRunner, InlineEstimator, Job, WorkerDied,
-                                        format_cpu_list, parse_cpu_list)
+from focus_ros.runtime import (EstimatorProcess, EstimatorRunner, InlineEstimator, Job, WorkerDied, format_cpu_list,
+                               parse_cpu_list)
 from focus_ros.events import Events
 from focus_ros.sources.ecd import read_ecd_folder
 
@@ -193,7 +193,7 @@ def test_flow_and_depth_kinds_give_in_the_process_what_their_estimators_give_her
     from focus_ros.depth.pictures import depth_picture, event_image
     from focus_ros.estimators.depth import DepthEstimator, DepthSettings
     from focus_ros.estimators.optical_flow import OpticalFlowEstimator, OpticalFlowSettings
-    from focus_ros.flow_visualization import compensated_image, flow_arrows_image
+    from focus_ros.flow.pictures import compensated_image, flow_arrows_image
     from focus_ros.poses import Trajectory
     from focus_ros.sources.simulator import simulate_preset
 

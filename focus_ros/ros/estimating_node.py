@@ -3,7 +3,7 @@ their estimator: the runner's two parameters, /diagnostics, and stopping.
 
 A node derived from :class:`EstimatingNode` creates ``self._input`` (its
 :class:`~focus_ros.ros.event_input.EventInput`) and ``self._runner`` (its
-:class:`~focus_ros.estimators.worker.EstimatorRunner`, built with
+:class:`~focus_ros.runtime.EstimatorRunner`, built with
 :func:`EstimatingNode.runner_options`), and reports through
 :meth:`EstimatingNode.publish_diagnostics`.
 """
@@ -35,7 +35,7 @@ class EstimatingNode(FocusNode):
         self._diagnostics_publisher = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
 
     def runner_options(self) -> dict:
-        """The :class:`~focus_ros.estimators.worker.EstimatorRunner` options the runner's
+        """The :class:`~focus_ros.runtime.EstimatorRunner` options the runner's
         parameters set (``in_process``, ``cpus``)."""
         return dict(in_process=self.get_parameter("estimator_process").value,
                     cpus=self.get_parameter("estimator_cpus").value)
