@@ -39,7 +39,7 @@ from focus_ros.events import Events  # noqa: E402
 from focus_ros.losses import LOSSES, get_loss  # noqa: E402
 from focus_ros.objective import Objective, splits_polarity  # noqa: E402
 from focus_ros.optimize import REAL_TIME_SETTINGS, OptimizerSettings  # noqa: E402
-from focus_ros.timing import median_microseconds  # noqa: E402
+from focus_ros.evaluation.timing import median_microseconds  # noqa: E402
 from focus_ros.warps import warp_gradient, warp_points  # noqa: E402
 
 SLICE = Path(os.environ.get("FOCUS_ROS_SHARED_DATA", ROOT.parent / "shared" / "data")) / "ec_slices" / "boxes_rotation"

@@ -87,7 +87,7 @@ def simulated_table() -> None:
     from focus_ros.camera import Calibration
     from focus_ros.evaluation.flow import run_flow_evaluation
     from focus_ros.evaluation.ground_truth import from_imu
-    from focus_ros.evaluation.runner import build_windows
+    from focus_ros.evaluation.angular_velocity import build_windows
     from focus_ros.sources.scenes import PanoramaScene
     from focus_ros.sources.simulator import ConstantAngularVelocity, EventSimulator, Trajectory
 

@@ -25,7 +25,7 @@ import cv2
 import numpy as np
 
 from focus_ros.losses import LOSSES
-from focus_ros.timing import median_microseconds
+from focus_ros.evaluation.timing import median_microseconds
 
 SHARED_DATA = Path(os.environ.get("FOCUS_ROS_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 SENSOR_SHAPE = (180, 240)

@@ -8,7 +8,7 @@ import pytest
 
 from conftest import slice_folder
 from focus_ros.cli import main
-from focus_ros.commands.estimate import CSV_COLUMNS
+from focus_ros.cli.estimate import CSV_COLUMNS
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """Evaluation (issue 6): ground truth, sign/offset check, error statistics, tables, the resumable
-runner and ``focus-ros evaluate`` on a short simulated sequence."""
+angular-velocity job runner and ``focus-ros evaluate`` on a short simulated sequence."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from focus_ros.cli import main
-from focus_ros.evaluation import alignment, assemble, ground_truth, metrics, runner, tables
+from focus_ros.evaluation import alignment, assemble, ground_truth, metrics, angular_velocity, tables
 from focus_ros.sources.recording import ImuSamples, Poses
 
 SIMULATION = ["--simulate", "rotation_short", "--sim-end", "0.35", "--seed", "0"]
@@ -85,17 +85,17 @@ def test_biased_estimator_is_reported_with_its_offset():
     omega_true = truth.at(t_ref)
     estimates = omega_true + np.deg2rad(bias_deg_s)
     estimates[7] = np.nan
-    job = runner.Job("variance", "without")
-    result = runner.JobResult(job, t_ref, estimates, np.isnan(estimates[:, 0]), 900.0, 30.0)
+    job = angular_velocity.Job("variance", "without")
+    result = angular_velocity.JobResult(job, t_ref, estimates, np.isnan(estimates[:, 0]), 900.0, 30.0)
     comparison = assemble.compare_with_ground_truth([result], truth, align="none")
-    (row,) = assemble.table_rows([job, runner.Job("mean_absolute_value", "without", "degenerate")],
+    (row,) = assemble.table_rows([job, angular_velocity.Job("mean_absolute_value", "without", "degenerate")],
                                  {job.name: result}, comparison)[:1]
     assert row.statistics.rms_per_axis == pytest.approx(np.abs(bias_deg_s), abs=1e-9)
     assert row.statistics.mean == pytest.approx(bias_deg_s.mean(), abs=1e-9)
     assert row.statistics.std == pytest.approx(bias_deg_s.std(), abs=1e-9)
     assert row.statistics.rms == pytest.approx(math.sqrt(np.mean(bias_deg_s ** 2)), abs=1e-9)
     assert row.statistics.used == 29 and row.degenerate_windows == 1
-    rows = assemble.table_rows([job, runner.Job("mean_absolute_value", "without", "degenerate")],
+    rows = assemble.table_rows([job, angular_velocity.Job("mean_absolute_value", "without", "degenerate")],
                                {job.name: result}, comparison)
     markdown = tables.markdown_details(rows, ("without",))
     assert "| Variance | 5.00 | 3.00 | 2.00 | 1.33 |" in markdown
@@ -183,19 +183,19 @@ def test_alignment_is_inconclusive_without_motion():
 
 def test_windows_are_consecutive_subsampled_and_limited():
     t_ns = np.arange(1000, dtype=np.int64) * 1000  # one event per µs
-    windows = runner.build_windows(t_ns, 100)
+    windows = angular_velocity.build_windows(t_ns, 100)
     assert windows.tolist() == [[i, i + 100] for i in range(0, 1000, 100)]
-    assert runner.build_windows(t_ns, 100, every=3).tolist() == [[0, 100], [300, 400], [600, 700], [900, 1000]]
-    assert runner.build_windows(t_ns, 100, every=2, max_windows=2).tolist() == [[0, 100], [200, 300]]
+    assert angular_velocity.build_windows(t_ns, 100, every=3).tolist() == [[0, 100], [300, 400], [600, 700], [900, 1000]]
+    assert angular_velocity.build_windows(t_ns, 100, every=2, max_windows=2).tolist() == [[0, 100], [200, 300]]
     # events of [150 µs, 480 µs): indices 150..479 -> three whole windows
-    assert runner.build_windows(t_ns, 100, time_range_ns=(150_000, 480_000)).tolist() == [
+    assert angular_velocity.build_windows(t_ns, 100, time_range_ns=(150_000, 480_000)).tolist() == [
         [150, 250], [250, 350], [350, 450]]
     with pytest.raises(ValueError, match="--every"):
-        runner.build_windows(t_ns, 100, every=0)
+        angular_velocity.build_windows(t_ns, 100, every=0)
 
 
 def test_jobs_mark_the_papers_dash_combinations():
-    jobs = {job.name: job for job in runner.plan_jobs(["mean_absolute_value", "mean_timestamp",
+    jobs = {job.name: job for job in angular_velocity.plan_jobs(["mean_absolute_value", "mean_timestamp",
                                                        "local_mean_absolute_value", "variance"])}
     assert jobs["mean_absolute_value__without"].status == "degenerate"
     assert jobs["local_mean_absolute_value__without"].status == "degenerate"
@@ -203,32 +203,32 @@ def test_jobs_mark_the_papers_dash_combinations():
     assert jobs["mean_absolute_value__with"].status == "ok"
     assert jobs["variance__without"].status == jobs["variance__with"].status == "ok"
     with pytest.raises(ValueError, match="unknown loss"):
-        runner.plan_jobs(["sharpness"])
+        angular_velocity.plan_jobs(["sharpness"])
 
 
 def test_area_with_polarity_is_a_job_and_its_loss_is_timed(tmp_path):
     """The engine evaluates the area with polarity (sum over the positive and the negative
     count images): planned as a runnable job, run, and its loss step timed (the signed IWE
     would make the counts-only area raise)."""
-    jobs = {job.name: job for job in runner.plan_jobs(["area_exponential", "mean_timestamp"])}
+    jobs = {job.name: job for job in angular_velocity.plan_jobs(["area_exponential", "mean_timestamp"])}
     assert jobs["area_exponential__with"].status == "ok"
     assert jobs["area_exponential__without"].status == "ok"
     assert jobs["mean_timestamp__with"].status == "degenerate"
     from focus_ros.sources.simulator import simulate_preset
     recording = simulate_preset("rotation_short", None, 0, end_s=0.3)
-    windows = runner.build_windows(recording.events.t, 20_000, max_windows=2)
+    windows = angular_velocity.build_windows(recording.events.t, 20_000, max_windows=2)
     assert len(windows) == 2
     job = jobs["area_exponential__with"]
-    options = runner.EstimatorOptions(blur_sigma_px=1.0)
-    fingerprint = runner.job_fingerprint(job, windows, options, runner.event_summary(recording.events))
-    runner.run_job(job, recording.events, recording.calibration, windows, options, tmp_path, fingerprint,
+    options = angular_velocity.EstimatorOptions(blur_sigma_px=1.0)
+    fingerprint = angular_velocity.job_fingerprint(job, windows, options, angular_velocity.event_summary(recording.events))
+    angular_velocity.run_job(job, recording.events, recording.calibration, windows, options, tmp_path, fingerprint,
                    timing_windows=1, timing_repeats=3)
-    result = runner.read_job_result(tmp_path, job)
+    result = angular_velocity.read_job_result(tmp_path, job)
     assert not result.degenerate.any()
     assert result.us_per_loss_evaluation > 0 and result.us_per_evaluation > result.us_per_loss_evaluation
     # the blur is part of the fingerprint: another sigma is another run
-    assert fingerprint != runner.job_fingerprint(job, windows, runner.EstimatorOptions(blur_sigma_px=0.0),
-                                                 runner.event_summary(recording.events))
+    assert fingerprint != angular_velocity.job_fingerprint(job, windows, angular_velocity.EstimatorOptions(blur_sigma_px=0.0),
+                                                 angular_velocity.event_summary(recording.events))
 
 
 # ---------------------------------------------------------------------------- focus-ros evaluate
@@ -305,8 +305,8 @@ def test_evaluate_resumes_without_redoing_finished_jobs(evaluated, capsys):
 
 def test_sign_and_offset_check_on_real_estimates(evaluated):
     """The check on the estimator's own output: a ground truth flipped on one axis or shifted is caught."""
-    job = runner.Job("variance", "without")
-    result = runner.read_job_result(evaluated, job)
+    job = angular_velocity.Job("variance", "without")
+    result = angular_velocity.read_job_result(evaluated, job)
     exact = _ground_truth_from(_true_angular_velocity, 0.0, 0.4)
     assert assemble.compare_with_ground_truth([result], exact, max_lag_ns=30_000_000).alignment.warning() is None
     flipped = exact.with_signs([1, 1, -1])

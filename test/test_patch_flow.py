@@ -16,9 +16,9 @@ from focus_ros.estimators.optical_flow import (APERTURE, FEW_EVENTS, VALID, Opti
 from focus_ros.events import Events
 from focus_ros.losses import LOSSES, get_loss
 from focus_ros.optimize import OptimizerSettings
-from focus_ros.optimize_batched import minimize_batched
-from focus_ros.patch_losses import BATCHED, GAP_ROWS, evaluate_stack
-from focus_ros.patches import PatchGrid, PatchObjective
+from focus_ros.flow.batched_bfgs import minimize_batched
+from focus_ros.flow.patch_losses import BATCHED, GAP_ROWS, evaluate_stack
+from focus_ros.flow.patches import PatchGrid, PatchObjective
 from focus_ros.warps import rotation_matrix
 
 WIDTH, HEIGHT = 90, 75  # a small sensor: 6 x 5 patches of 15 px keep the tests fast
@@ -289,7 +289,7 @@ def test_flow_of_a_simulated_rotation_agrees_with_the_ground_truth():
     19.5 %: the others have fewer than 150 events or one edge)."""
     from focus_ros.evaluation.flow import run_flow_evaluation
     from focus_ros.evaluation.ground_truth import from_imu
-    from focus_ros.evaluation.runner import build_windows
+    from focus_ros.evaluation.angular_velocity import build_windows
     from focus_ros.sources.scenes import PanoramaScene
     from focus_ros.sources.simulator import ConstantAngularVelocity, EventSimulator, Trajectory
 

@@ -1,14 +1,24 @@
-"""Evaluation of the angular-velocity estimator against ground truth: the paper's Table 2.
+"""Evaluation of the three estimators against ground truth (``focus-ros evaluate``,
+``evaluate-depth``, ``evaluate-flow``, ``landscape`` and the demos use it).
 
-Modules, in the order data flows through them:
+Angular velocity (the paper's Table 2), in the order data flows through it:
 
 - ``sequence``: load a sequence with its ground truth (ECD folder, bag, simulator);
 - ``ground_truth``: ground-truth ω from the IMU gyro (with a delay) or from mocap
   orientations, interpolated at each window's reference time;
-- ``runner``: the same windows for every (loss, polarity) job, a process pool,
+- ``angular_velocity``: the same windows for every (loss, polarity) job, a process pool,
   resumable per-job result files;
 - ``alignment``: per-axis sign and time-offset check by cross-correlation;
-- ``metrics``: error statistics in deg/s (per axis, mean, std, RMS, % of peak);
-- ``tables``: the table as Markdown and CSV;
-- ``plots`` and ``landscape``: PNG figures (Agg backend).
+- ``metrics``: error statistics in deg/s (per axis, mean, std, RMS, % of peak, per-window tail);
+- ``assemble`` and ``tables``: the table as Markdown and CSV;
+- ``plots`` and ``landscape``: PNG figures (Agg backend); ``timing``: the timing column.
+
+Depth: ``depth`` (every patch loss and max vote on the same DSI against depth maps, and the
+errors of published clouds) and ``depth_report`` (its table and pictures).
+
+Optical flow: ``flow`` (flow ground truth from rotation, or translation with depth, and
+endpoint errors).
 """
+
+__all__ = ["alignment", "angular_velocity", "assemble", "depth", "depth_report", "flow", "ground_truth",
+           "landscape", "metrics", "plots", "sequence", "tables", "timing"]

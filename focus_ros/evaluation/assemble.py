@@ -16,7 +16,7 @@ import numpy as np
 from focus_ros.evaluation.alignment import Alignment, apply_alignment, estimate_alignment
 from focus_ros.evaluation.ground_truth import GroundTruth
 from focus_ros.evaluation.metrics import error_statistics
-from focus_ros.evaluation.runner import Job, JobResult
+from focus_ros.evaluation.angular_velocity import Job, JobResult
 from focus_ros.evaluation.tables import TableRow
 
 ALIGN_CHOICES = ("auto", "none")

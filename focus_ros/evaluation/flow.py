@@ -92,7 +92,7 @@ def pixel_flow_from_rotation(calibration: Calibration, omega_rad_s, x, y) -> np.
 
 def patch_flow_from_rotation(calibration: Calibration, grid, events, omega_rad_s, velocity_m_s=None,
                              depth_m=None) -> np.ndarray:
-    """Ground-truth flow (P, 2) px/s of every patch of ``grid`` (focus_ros.patches.PatchGrid):
+    """Ground-truth flow (P, 2) px/s of every patch of ``grid`` (focus_ros.flow.patches.PatchGrid):
     the mean image velocity of its events for a camera rotating at ω rad/s and, when given,
     translating at velocity_m_s (3,) m/s (camera frame) in a static scene of depth depth_m
     ((height, width) m along the optical axis, per raw pixel; NaN/<= 0 where unknown: such events
@@ -348,7 +348,7 @@ def patch_landscape(window, grid, loss: str, use_polarity: bool, patch: int, cen
     The IWE is the estimator's (default blur of the loss)."""
     from focus_ros.estimators.optical_flow import default_blur_sigma_px, reference_time_ns
     from focus_ros.losses import get_loss
-    from focus_ros.patches import PatchObjective
+    from focus_ros.flow.patches import PatchObjective
 
     loss_object = get_loss(loss)
     objective = PatchObjective(grid, loss_object, use_polarity, default_blur_sigma_px(loss_object))

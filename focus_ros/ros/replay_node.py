@@ -1,12 +1,12 @@
 """Replay a ROS 1 or ROS 2 bag onto ROS 2 topics, events as raw bytes.
 
 The Event Camera Dataset's own ROS 1 bags play without conversion: events are turned
-from ROS 1 bytes into CDR with numpy (``focus_ros.transport``; an
+from ROS 1 bytes into CDR with numpy (``focus_ros.codecs``; an
 ``event_camera_msgs/EventPacket`` keeps its event bytes untouched), the other messages
 (IMU, camera_info, poses) with rosbags' converter. ROS 2 bags are published as stored;
 the legacy ``event_array_msgs/EventArray`` goes out as the ``event_camera_msgs/EventPacket``
 it equals field for field. Event times used for pacing follow the node's time convention
-(ROS time, ``transport.EventMessageDecoder``), so they compare with its estimates' stamps.
+(ROS time, ``codecs.EventMessageDecoder``), so they compare with its estimates' stamps.
 
 Pacing (``rate``):
 
@@ -36,12 +36,14 @@ from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescri
 from focus_ros.ros.parameters import FocusNode
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
+from focus_ros.codecs.message_types import ROS2_REPUBLISHED_MESSAGE_TYPES
 from focus_ros.events import NANOSECONDS_PER_SECOND
 from focus_ros.sources import bags
 from focus_ros.ros.entry_point import run_node
 from focus_ros.sources.errors import BagError
 
-EVENT_TYPES = {"dvs_msgs/msg/EventArray", "event_camera_msgs/msg/EventPacket"}
+#: the ROS 2 types the replay publishes events as (the legacy type goes out as EventPacket)
+EVENT_TYPES = ROS2_REPUBLISHED_MESSAGE_TYPES
 
 
 def message_class(message_type: str):
@@ -160,6 +162,33 @@ class BagReplayer(FocusNode):
             if self.published_events - estimated_events <= lead:
                 return
             executor.spin_once(timeout_sec=0.01)
+
+def replay_bag(bag: str, rate: float, pace_topic: str, pace_lead_events: int, wait_for_subscribers_s: float,
+               topics: list[str] | None = None) -> tuple[int, int]:
+    """``focus-ros replay``: play ``bag`` once in a ROS context of its own (``rate`` as the node's
+    parameter: 0 = paced on ``pace_topic``), with a progress bar on stderr; returns (messages,
+    events) published."""
+    from rclpy.parameter import Parameter
+    from tqdm import tqdm
+
+    rclpy.init(args=["focus-ros-replay"])
+    node = None
+    try:
+        overrides = [Parameter("pace_topic", value=pace_topic), Parameter("pace_lead_events", value=pace_lead_events),
+                     Parameter("wait_for_subscribers_s", value=float(wait_for_subscribers_s))]
+        if topics:
+            overrides.append(Parameter("topics", value=list(topics)))
+        node = BagReplayer(bag=bag, rate=rate, parameter_overrides=overrides)
+        executor = rclpy.executors.SingleThreadedExecutor()
+        executor.add_node(node)
+        with tqdm(unit="ev", unit_scale=True, desc="replay", file=sys.stderr, disable=None) as progress:
+            node.play(executor, progress)
+        return node.published_messages, node.published_events
+    finally:
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+
 
 def main(argv=None) -> int:
     """Entry point of ``ros2 run focus_ros replay_node``."""

@@ -30,7 +30,7 @@ import numpy as np
 from focus_ros.camera import Calibration
 from focus_ros.events import NANOSECONDS_PER_SECOND, Events
 from focus_ros.optimize import OptimizerSettings
-from focus_ros.timing import median_microseconds
+from focus_ros.evaluation.timing import median_microseconds
 
 POLARITY_MODES = ("without", "with")
 ESTIMATE_COLUMNS = ("window", "start_index", "end_index", "t_ref", "wx", "wy", "wz", "iterations",

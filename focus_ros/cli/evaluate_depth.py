@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from focus_ros.cli import UserError
-from focus_ros.commands.evaluate import add_source_arguments, load_source
+from focus_ros.cli._sources import add_source_arguments, load_source
 
 DEFAULT_PLOT_METHODS = ("local_variance", "local_mean_square", "gradient_magnitude", "max_vote")
 

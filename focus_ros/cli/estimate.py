@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from focus_ros.cli import UserError
-from focus_ros.commands.estimator_options import (add_estimator_arguments, check_estimator_arguments,
+from focus_ros.cli._options import (add_estimator_arguments, check_estimator_arguments,
                                                   settings_from_arguments)
 from focus_ros.estimators.angular_velocity import real_time_settings
 from focus_ros.events import NANOSECONDS_PER_SECOND

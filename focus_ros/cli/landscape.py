@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from focus_ros.cli import UserError
-from focus_ros.commands.evaluate import _ground_truth, _losses, add_source_arguments, load_source
+from focus_ros.cli._sources import add_source_arguments, angular_velocity_ground_truth, load_source, loss_names
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -50,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _window(events, window_events: int, index: int | None):
-    from focus_ros.evaluation.runner import EVENT_FIELDS, build_windows
+    from focus_ros.evaluation.angular_velocity import EVENT_FIELDS, build_windows
     from focus_ros.events import Events
 
     windows = build_windows(events.t, window_events)
@@ -69,7 +69,7 @@ def run(args) -> int:
     from focus_ros.estimators.angular_velocity import (AngularVelocityEstimator, AngularVelocitySettings,
                                                         reference_time_ns)
     from focus_ros.evaluation import landscape, plots
-    from focus_ros.evaluation.runner import plan_jobs
+    from focus_ros.evaluation.angular_velocity import plan_jobs
 
     for flag, value, low in (("--steps", args.steps, 3), ("--grid-steps", args.grid_steps, 3)):
         if value < low:
@@ -77,11 +77,11 @@ def run(args) -> int:
     if not args.span > 0:
         raise UserError(f"--span must be positive (deg/s), got {args.span}")
     modes = ("without", "with") if args.polarity == "both" else (args.polarity,)
-    jobs = [job for job in plan_jobs(_losses(args.losses), modes) if job.status == "ok"]
+    jobs = [job for job in plan_jobs(loss_names(args.losses), modes) if job.status == "ok"]
     recording, simulated, description = load_source(args)
     index, window = _window(recording.events, args.window_events, args.window_index)
     t_ref_ns = reference_time_ns(window, args.t_ref)
-    ground_truth = _ground_truth(args, recording, simulated)
+    ground_truth = angular_velocity_ground_truth(args, recording, simulated)
     truth = ground_truth.at([t_ref_ns])[0] if ground_truth is not None else np.full(3, np.nan)
     if args.omega is not None:
         center, center_name = np.asarray(args.omega, dtype=np.float64), "given ω"
@@ -132,7 +132,7 @@ def run(args) -> int:
 def _run_flow(args) -> int:
     """Focus score over (vx, vy) px/s of one patch, per loss (the paper's Fig. 6 and Supp. Fig.):
     OUTPUT/flow_grid_<polarity>.png and OUTPUT/flow_landscape.csv (each loss's peak, px/s)."""
-    from focus_ros.commands.evaluate_flow import FIGURE_6_LOSSES
+    from focus_ros.cli.evaluate_flow import FIGURE_6_LOSSES
     from focus_ros.estimators.optical_flow import OpticalFlowEstimator, OpticalFlowSettings, reference_time_ns
     from focus_ros.evaluation import flow, plots
     from focus_ros.evaluation.landscape import normalize
@@ -141,7 +141,7 @@ def _run_flow(args) -> int:
         raise UserError(f"--grid-steps must be at least 3, got {args.grid_steps}")
     if not args.flow_span > 0:
         raise UserError(f"--flow-span must be positive (px/s), got {args.flow_span}")
-    losses = list(FIGURE_6_LOSSES) if args.losses == "all" else _losses(args.losses)
+    losses = list(FIGURE_6_LOSSES) if args.losses == "all" else loss_names(args.losses)
     modes = ("without", "with") if args.polarity == "both" else (args.polarity,)
     recording, simulated, description = load_source(args)
     index, window = _window(recording.events, args.window_events, args.window_index)
@@ -157,7 +157,7 @@ def _run_flow(args) -> int:
         patch = (y // grid.stride) * grid.columns + x // grid.stride
     else:
         patch = int(np.argmax(counts))
-    ground_truth = _ground_truth(args, recording, simulated)
+    ground_truth = angular_velocity_ground_truth(args, recording, simulated)
     t_ref_ns = reference_time_ns(window, args.t_ref)
     truth = np.full(2, np.nan)
     if ground_truth is not None:

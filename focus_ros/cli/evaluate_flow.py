@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from focus_ros.cli import UserError
-from focus_ros.commands.evaluate import _ground_truth, add_source_arguments, load_source
-from focus_ros.commands.flow import add_flow_arguments, check_window_arguments, settings_from_flow_arguments
+from focus_ros.cli._sources import add_source_arguments, angular_velocity_ground_truth, load_source, loss_names
+from focus_ros.cli.flow import add_flow_arguments, check_window_arguments, settings_from_flow_arguments
 
 #: the losses of the paper's Fig. 6 (patch flow landscapes)
 FIGURE_6_LOSSES = ("variance", "gradient_magnitude", "laplacian_magnitude", "variance_of_gradient",
@@ -48,18 +48,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args) -> int:
     from tqdm import tqdm
 
-    from focus_ros.commands.evaluate import _losses
     from focus_ros.evaluation import flow
-    from focus_ros.evaluation.runner import build_windows
-    from focus_ros.patches import PatchObjective  # noqa: F401  (import errors surface before the long run)
+    from focus_ros.evaluation.angular_velocity import build_windows
+    from focus_ros.flow.patches import PatchObjective  # noqa: F401  (import errors surface before the long run)
 
-    losses = _losses(args.losses)
+    losses = loss_names(args.losses)
     check_window_arguments(args)
     if args.max_windows is not None and args.max_windows <= 0:
         raise UserError(f"--max-windows must be positive, got {args.max_windows}")
     recording, simulated, description = load_source(args)
     estimated = args.ground_truth == "estimate"
-    ground_truth = flow.EstimatedRotation(recording.calibration, args.t_ref) if estimated else _ground_truth(args, recording,
+    ground_truth = flow.EstimatedRotation(recording.calibration, args.t_ref) if estimated else angular_velocity_ground_truth(args, recording,
                                                                                                  simulated)
     if ground_truth is None:
         raise UserError("the sequence has no rotation ground truth (IMU or motion capture): "

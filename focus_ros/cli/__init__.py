@@ -1,4 +1,12 @@
-"""The ``focus-ros`` command line: one subcommand per module in ``focus_ros.commands``."""
+"""The ``focus-ros`` command line: one subcommand per module of this package.
+
+Each subcommand module (``info``, ``estimate``, ``simulate``, ``replay``, ``evaluate``,
+``landscape``, ``depth``, ``evaluate_depth``, ``flow``, ``evaluate_flow``) defines
+``add_arguments(parser)`` and ``run(args) -> int``, and its module docstring's first line is
+the subcommand's help. Helpers shared by several subcommands live in ``_options`` (the
+estimator options) and ``_sources`` (sequences and ground truth for the evaluations).
+A new subcommand is one module here and one row in :data:`SUBCOMMANDS`.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +15,9 @@ import importlib
 import os
 import sys
 
-#: subcommand name -> module in focus_ros.commands
+__all__ = ["SUBCOMMANDS", "UserError", "build_parser", "main"]
+
+#: subcommand name -> module in focus_ros.cli
 SUBCOMMANDS = {
     "info": "info",
     "estimate": "estimate",
@@ -31,12 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="focus-ros", description="Motion compensation for event cameras with focus losses.")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in SUBCOMMANDS.items():
-        try:
-            module = importlib.import_module(f"focus_ros.commands.{module_name}")
-        except ModuleNotFoundError as error:
-            if error.name == f"focus_ros.commands.{module_name}":
-                continue  # subcommand not written yet
-            raise
+        module = importlib.import_module(f"focus_ros.cli.{module_name}")
         summary = (module.__doc__ or "").strip().splitlines()[0] if module.__doc__ else ""
         sub = subparsers.add_parser(name, help=summary, description=module.__doc__)
         module.add_arguments(sub)
@@ -60,9 +65,3 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print(f"focus-ros {args.command}: interrupted", file=sys.stderr)
         return 130
-
-
-if __name__ == "__main__":
-    # run through the package module, so that UserError is the class the commands raise
-    from focus_ros.cli import main as package_main
-    sys.exit(package_main())

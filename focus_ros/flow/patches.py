@@ -21,7 +21,7 @@ One evaluation (:meth:`PatchObjective.evaluate`) for all patches at once:
 1. warp every (event, patch) membership with its patch's v (one compiled loop over
    ``focus_ros.warps.warp_flow``), bilinear votes into the tile stack (P, tile + gap, tile)
    (``focus_ros.iwe`` window kernels, one plane per patch through their plane offsets);
-3. optional IWE blur, the focus loss of every tile (``focus_ros.patch_losses``);
+3. optional IWE blur, the focus loss of every tile (``focus_ros.flow.patch_losses``);
 4. adjoint: the loss's gradient images gathered back per membership (``focus_ros.iwe``), then
    d loss_p / d v_p = sum over p's memberships of (d_x, d_y)_k (-dt_k) (one compiled loop).
 """
@@ -39,7 +39,7 @@ from focus_ros.iwe import (VotingWorkArrays, bilinear_cells, blur_image, gather_
                             vote_bilinear_cells)
 from focus_ros.losses import get_loss
 from focus_ros.objective import supported_polarity_modes
-from focus_ros.patch_losses import GAP_ROWS, evaluate_stack, tile_filter
+from focus_ros.flow.patch_losses import GAP_ROWS, evaluate_stack, tile_filter
 from focus_ros.warps import KERNEL_OPTIONS, warp_flow
 
 
@@ -48,7 +48,8 @@ def _reached(coordinate, offset, size, stride, margin, count):
     """Index of the offset-th patch (along one axis) whose grown extent
     [index * stride - margin, index * stride + size + margin) holds ``coordinate``, or -1."""
     index = (coordinate + margin) // stride - offset
-    if index < 0 or index >= count or coordinate < index * stride - margin or coordinate >= index * stride + size + margin:
+    if (index < 0 or index >= count or coordinate < index * stride - margin
+            or coordinate >= index * stride + size + margin):
         return -1
     return index
 
@@ -208,7 +209,7 @@ def subpixel_offsets(t_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
     Why: a sensor reports integer pixels; at v = 0 (and along vx = 0 or vy = 0) every event would
     sit exactly on a pixel centre, where bilinear voting has a kink, and all these kinks add up
-    to a ridge of the focus landscape that traps the optimiser (measured: flows stuck at vy = 0).
+    to a ridge of the focus landscape that traps the optimiser (flows got stuck at vy = 0).
     Spreading each event uniformly over its pixel, where it happened, removes the ridge.
     """
     hashed = np.asarray(t_ns, dtype=np.int64).view(np.uint64) * _HASH_MULTIPLIER

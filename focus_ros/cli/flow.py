@@ -104,7 +104,7 @@ def check_window_arguments(args) -> None:
 def write_pictures(output: Path, index: int, estimator, estimate) -> None:
     import cv2
 
-    from focus_ros.flow_visualization import compensated_image, flow_arrows_image, flow_color_image
+    from focus_ros.flow.pictures import compensated_image, flow_arrows_image, flow_color_image
 
     arrows = flow_arrows_image(compensated_image(estimator, estimate), estimate)
     cv2.imwrite(str(output / f"arrows_{index:06d}.png"), cv2.cvtColor(arrows, cv2.COLOR_RGB2BGR))

@@ -1,6 +1,6 @@
 """Focus losses on a stack of patch images at once (patch optical flow).
 
-The patch engine (``focus_ros.patches``) keeps the images of warped events of all P patches of
+The patch engine (``focus_ros.flow.patches``) keeps the images of warped events of all P patches of
 a grid in one array ``stack`` of shape (P, tile + gap, tile): plane p holds patch p's tile in
 its first ``tile`` rows and ``gap`` rows of zeros below. Seen as one tall image
 (``stack.reshape(P * (tile + gap), tile)``), the zero-padded filters of
@@ -15,7 +15,7 @@ value (P,) and gradient image (P, tile + gap, tile) (zero in the gap rows), buil
 filters; ``test/test_patch_flow.py`` checks every one against ``get_loss(name).evaluate`` tile by
 tile. Losses without a batched form here are evaluated tile by tile through the registry
 (``evaluate_stack``'s fallback: correct for any registry loss, but a Python loop over the patches
-that carry events, about 10-30 µs per patch and evaluation).
+that carry events, one registry call per patch and evaluation).
 """
 
 from __future__ import annotations

@@ -21,66 +21,15 @@ from pathlib import Path
 import numpy as np
 
 from focus_ros.cli import UserError
-from focus_ros.commands.estimator_options import add_estimator_arguments, check_estimator_arguments
+from focus_ros.cli._options import add_estimator_arguments, check_estimator_arguments
+from focus_ros.cli._sources import add_source_arguments, angular_velocity_ground_truth, load_source, loss_names
 from focus_ros.estimators.angular_velocity import AngularVelocitySettings
 from focus_ros.events import NANOSECONDS_PER_SECOND
 
 DEFAULT_PLOT_LOSSES = ("gradient_magnitude", "variance")
 
 
-# ---------------------------------------------------------------------------- sequence options (shared)
-
-
-def add_source_arguments(parser: argparse.ArgumentParser) -> None:
-    """The sequence: a path, or --simulate PRESET with --duration / --sim-end / --seed."""
-    parser.add_argument("sequence", nargs="?", help="ECD folder (events.txt, calib.txt, imu.txt, "
-                                                    "groundtruth.txt) or a bag; omit with --simulate")
-    parser.add_argument("--calib", help="calibration override: calib.txt or camera YAML")
-    parser.add_argument("--simulate", metavar="PRESET", help="simulate a preset instead (rotation, "
-                                                             "rotation_short, ...), seeded")
-    parser.add_argument("--duration", type=float, metavar="S", help="trajectory duration of the preset (s)")
-    parser.add_argument("--sim-end", type=float, metavar="S",
-                        help="simulate only the first S seconds of the trajectory")
-    parser.add_argument("--seed", type=int, default=0, help="simulation seed (default 0)")
-
-
-def load_source(args):
-    """(Recording, simulated: bool, description) from the source options."""
-    from focus_ros.evaluation.sequence import load_sequence, simulate_sequence
-
-    if args.simulate and args.sequence:
-        raise UserError("give either a sequence path or --simulate, not both")
-    if args.simulate:
-        from focus_ros.sources.simulator import PRESETS
-        if args.simulate not in PRESETS:
-            raise UserError(f"unknown --simulate preset '{args.simulate}': choose one of {', '.join(PRESETS)}")
-        for flag, value in (("--duration", args.duration), ("--sim-end", args.sim_end)):
-            if value is not None and not value > 0:
-                raise UserError(f"{flag} must be positive (s), got {value}")
-        recording = simulate_sequence(args.simulate, args.duration, args.seed, args.sim_end)
-        description = (f"simulator preset {args.simulate}, seed {args.seed}"
-                       + (f", duration {args.duration:g} s" if args.duration else "")
-                       + (f", first {args.sim_end:g} s" if args.sim_end else ""))
-        return recording, True, description
-    if not args.sequence:
-        raise UserError("give a sequence path or --simulate PRESET")
-    return load_sequence(args.sequence, args.calib), False, str(args.sequence)
-
-
 # ---------------------------------------------------------------------------- arguments
-
-
-def _losses(text: str) -> list[str]:
-    from focus_ros.losses import LOSSES
-
-    if text == "all":
-        return list(LOSSES)
-    names = [name.strip() for name in text.split(",") if name.strip()]
-    unknown = [name for name in names if name not in LOSSES]
-    if unknown or not names:
-        raise UserError(f"unknown loss '{unknown[0] if unknown else text}' in --losses: choose 'all' or "
-                        f"names from {', '.join(LOSSES)}")
-    return names
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -114,59 +63,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 # ---------------------------------------------------------------------------- run
 
 
-def _ground_truth(args, recording, simulated: bool):
-    from focus_ros.evaluation.ground_truth import DEFAULT_IMU_DELAY_NS, from_imu, from_poses
-
-    choice = args.ground_truth
-    if choice == "auto":
-        choice = "imu" if recording.imu is not None and len(recording.imu) >= 2 else (
-            "mocap" if recording.poses is not None and len(recording.poses) >= 3 else "none")
-    if choice == "none":
-        return None
-    if choice == "imu":
-        if recording.imu is None or len(recording.imu) < 2:
-            raise UserError("--ground-truth imu: the sequence has no IMU samples")
-        delay_ns = (0 if simulated else DEFAULT_IMU_DELAY_NS) if args.imu_delay is None \
-            else int(round(args.imu_delay * 1e6))
-        return from_imu(recording.imu, delay_ns)
-    if recording.poses is None or len(recording.poses) < 3:
-        raise UserError("--ground-truth mocap: the sequence has no camera poses")
-    return from_poses(recording.poses)
-
-
 def run(args) -> int:
-    from focus_ros.evaluation import assemble, runner, tables
+    from focus_ros.evaluation import assemble, angular_velocity, tables
 
-    losses = _losses(args.losses)
+    losses = loss_names(args.losses)
     modes = ("without", "with") if args.polarity == "both" else (args.polarity,)
     if args.workers is not None and args.workers <= 0:
         raise UserError(f"--workers must be positive, got {args.workers}")
     if not args.box_interval > 0:
         raise UserError(f"--box-interval must be positive (s), got {args.box_interval}")
     check_estimator_arguments(args)
-    jobs = runner.plan_jobs(losses, modes)
+    jobs = angular_velocity.plan_jobs(losses, modes)
     started = time.perf_counter()
     recording, simulated, description = load_source(args)
-    ground_truth = _ground_truth(args, recording, simulated)
+    ground_truth = angular_velocity_ground_truth(args, recording, simulated)
     events = recording.events
     time_range = None if args.time_range is None else tuple(
         int(round(v * NANOSECONDS_PER_SECOND)) for v in args.time_range)
-    windows = runner.build_windows(events.t, args.window_events, args.every, args.max_windows, time_range)
+    windows = angular_velocity.build_windows(events.t, args.window_events, args.every, args.max_windows, time_range)
     if len(windows) == 0:
         raise UserError(f"no complete window of {args.window_events} events in the selected range "
                         f"({len(events)} events)")
-    options = runner.EstimatorOptions(kernel=args.kernel, t_ref=args.t_ref, warp=args.warp, optimizer=args.optimizer,
+    options = angular_velocity.EstimatorOptions(kernel=args.kernel, t_ref=args.t_ref, warp=args.warp, optimizer=args.optimizer,
                                       blur_sigma_px=args.blur_sigma, warm_start=args.warm_start,
                                       value_tolerance=args.value_tolerance)
     output = args.output
-    report = runner.run_jobs(jobs, events, recording.calibration, windows, options, output, args.workers,
+    report = angular_velocity.run_jobs(jobs, events, recording.calibration, windows, options, output, args.workers,
                              show_progress=not args.quiet)
     for name, message in report.failed.items():
         print(f"focus-ros evaluate: job {name} failed: {message}", file=sys.stderr)
     results = {}
     for job in jobs:
         if job.status == "ok" and job.name not in report.failed:
-            results[job.name] = runner.read_job_result(output, job)
+            results[job.name] = angular_velocity.read_job_result(output, job)
     if not results:
         raise UserError("no job produced results")
     result_list = list(results.values())
@@ -245,7 +174,7 @@ def _plots(args, recording, events, windows, results, comparison, output: Path) 
     from focus_ros.evaluation import plots
     from focus_ros.evaluation.landscape import window_objective
     from focus_ros.evaluation.metrics import errors_deg_s
-    from focus_ros.evaluation.runner import EVENT_FIELDS
+    from focus_ros.evaluation.angular_velocity import EVENT_FIELDS
     from focus_ros.events import Events
 
     if args.plot_losses.strip() == "none":

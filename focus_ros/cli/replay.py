@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 
 def add_arguments(parser) -> None:
     parser.add_argument("bag", help="ROS 1 .bag file or ROS 2 bag folder (sqlite3 or mcap)")
@@ -20,29 +18,9 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    import rclpy
-    from rclpy.executors import SingleThreadedExecutor
-    from rclpy.parameter import Parameter
-    from tqdm import tqdm
+    from focus_ros.ros.replay_node import replay_bag  # the ROS layer: rclpy is loaded only here
 
-    from focus_ros.ros.replay_node import BagReplayer
-
-    rclpy.init(args=["focus-ros-replay"])
-    node = None
-    try:
-        overrides = [Parameter("pace_topic", value=args.pace_topic),
-                     Parameter("pace_lead_events", value=args.pace_lead_events),
-                     Parameter("wait_for_subscribers_s", value=float(args.wait_for_subscribers))]
-        if args.topics:
-            overrides.append(Parameter("topics", value=list(args.topics)))
-        node = BagReplayer(bag=args.bag, rate=0.0 if args.paced else args.rate, parameter_overrides=overrides)
-        executor = SingleThreadedExecutor()
-        executor.add_node(node)
-        with tqdm(unit="ev", unit_scale=True, desc="replay", file=sys.stderr, disable=None) as progress:
-            node.play(executor, progress)
-        print(f"replayed {node.published_messages} messages, {node.published_events} events from {args.bag}")
-        return 0
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
+    messages, events = replay_bag(args.bag, 0.0 if args.paced else args.rate, args.pace_topic,
+                                  args.pace_lead_events, args.wait_for_subscribers, args.topics)
+    print(f"replayed {messages} messages, {events} events from {args.bag}")
+    return 0

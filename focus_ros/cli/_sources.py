@@ -1,0 +1,81 @@
+"""Options shared by the evaluating subcommands: the sequence (a path or a simulator preset),
+the loss names, and the angular-velocity ground truth."""
+
+from __future__ import annotations
+
+import argparse
+
+from focus_ros.cli import UserError
+
+
+def add_source_arguments(parser: argparse.ArgumentParser) -> None:
+    """The sequence: a path, or --simulate PRESET with --duration / --sim-end / --seed."""
+    parser.add_argument("sequence", nargs="?", help="ECD folder (events.txt, calib.txt, imu.txt, "
+                                                    "groundtruth.txt) or a bag; omit with --simulate")
+    parser.add_argument("--calib", help="calibration override: calib.txt or camera YAML")
+    parser.add_argument("--simulate", metavar="PRESET", help="simulate a preset instead (rotation, "
+                                                             "rotation_short, ...), seeded")
+    parser.add_argument("--duration", type=float, metavar="S", help="trajectory duration of the preset (s)")
+    parser.add_argument("--sim-end", type=float, metavar="S",
+                        help="simulate only the first S seconds of the trajectory")
+    parser.add_argument("--seed", type=int, default=0, help="simulation seed (default 0)")
+
+
+def load_source(args):
+    """(Recording, simulated: bool, description) from the source options."""
+    from focus_ros.evaluation.sequence import load_sequence, simulate_sequence
+
+    if args.simulate and args.sequence:
+        raise UserError("give either a sequence path or --simulate, not both")
+    if args.simulate:
+        from focus_ros.sources.simulator import PRESETS
+        if args.simulate not in PRESETS:
+            raise UserError(f"unknown --simulate preset '{args.simulate}': choose one of {', '.join(PRESETS)}")
+        for flag, value in (("--duration", args.duration), ("--sim-end", args.sim_end)):
+            if value is not None and not value > 0:
+                raise UserError(f"{flag} must be positive (s), got {value}")
+        recording = simulate_sequence(args.simulate, args.duration, args.seed, args.sim_end)
+        description = (f"simulator preset {args.simulate}, seed {args.seed}"
+                       + (f", duration {args.duration:g} s" if args.duration else "")
+                       + (f", first {args.sim_end:g} s" if args.sim_end else ""))
+        return recording, True, description
+    if not args.sequence:
+        raise UserError("give a sequence path or --simulate PRESET")
+    return load_sequence(args.sequence, args.calib), False, str(args.sequence)
+
+
+def loss_names(text: str) -> list[str]:
+    """The losses of a --losses option: 'all' or comma-separated registry names (UserError
+    naming an unknown one)."""
+    from focus_ros.losses import LOSSES
+
+    if text == "all":
+        return list(LOSSES)
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in LOSSES]
+    if unknown or not names:
+        raise UserError(f"unknown loss '{unknown[0] if unknown else text}' in --losses: choose 'all' or "
+                        f"names from {', '.join(LOSSES)}")
+    return names
+
+
+def angular_velocity_ground_truth(args, recording, simulated: bool):
+    """Ground-truth angular velocity per --ground-truth (auto: the IMU, else mocap, else none) and
+    --imu-delay (ms; default 2.4 for recorded data, 0 for the simulator), or None."""
+    from focus_ros.evaluation.ground_truth import DEFAULT_IMU_DELAY_NS, from_imu, from_poses
+
+    choice = args.ground_truth
+    if choice == "auto":
+        choice = "imu" if recording.imu is not None and len(recording.imu) >= 2 else (
+            "mocap" if recording.poses is not None and len(recording.poses) >= 3 else "none")
+    if choice == "none":
+        return None
+    if choice == "imu":
+        if recording.imu is None or len(recording.imu) < 2:
+            raise UserError("--ground-truth imu: the sequence has no IMU samples")
+        delay_ns = (0 if simulated else DEFAULT_IMU_DELAY_NS) if args.imu_delay is None \
+            else int(round(args.imu_delay * 1e6))
+        return from_imu(recording.imu, delay_ns)
+    if recording.poses is None or len(recording.poses) < 3:
+        raise UserError("--ground-truth mocap: the sequence has no camera poses")
+    return from_poses(recording.poses)
