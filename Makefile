@@ -51,7 +51,7 @@ $(INTERFACES_STAMP): $(DEPS_STAMP) $(INTERFACE_SOURCES)
 	@touch $@
 
 demo: setup
-	@$(VENV_PYTHON) -m focus_ros.ros.demo
+	@$(VENV_PYTHON) -m focus_ros.ros.demos
 
 test: setup
 	@$(VENV_PYTHON) -m pytest $(PYTEST_ARGS)

@@ -9,7 +9,9 @@ from scipy.spatial.transform import Rotation
 
 from focus_ros.camera import Calibration
 from focus_ros.cli import main
-from focus_ros.sources.depth_maps import DepthGroundTruth, read_depth_folder, read_depth_ground_truth
+from focus_ros.sources.depth_maps import DepthGroundTruth
+from focus_ros.sources.ecd import read_depth_folder
+from focus_ros.sources.sequence import read_depth_ground_truth
 from focus_ros.sources.recording import Recording
 from focus_ros.sources.sequence import load_recording
 from focus_ros.sources.simulator import CAMERA_LOOKING_ALONG_X, make_preset
@@ -103,7 +105,7 @@ def test_simulate_writes_depth_ground_truth_that_reads_back_exactly(slider, tmp_
 def test_depth_folder_keeps_infinity_and_nan_and_reports_bad_listings(tmp_path):
     maps = np.full((2, 3, 4), 1.5, np.float32)
     maps[0, 0, 0], maps[1, 2, 3] = np.inf, np.nan
-    from focus_ros.sources.depth_maps import write_depth_folder
+    from focus_ros.sources.ecd import write_depth_folder
     write_depth_folder(tmp_path, np.array([5, 2_000_000_007]), maps)
     truth = read_depth_folder(tmp_path)
     assert np.array_equal(truth.t, [5, 2_000_000_007])

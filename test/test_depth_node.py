@@ -17,7 +17,7 @@ from geometry_msgs.msg import PoseStamped  # noqa: E402
 from sensor_msgs.msg import Image, PointCloud2  # noqa: E402
 
 from conftest import REPOSITORY_ROOT  # noqa: E402
-from focus_ros import transport  # noqa: E402
+from focus_ros import codecs  # noqa: E402
 from focus_ros.events import Events  # noqa: E402
 from focus_ros.poses import Trajectory  # noqa: E402
 from focus_ros.ros import depth_messages  # noqa: E402
@@ -131,7 +131,7 @@ def last_values(ros):
 
 def publish_events(ros, publisher, events: Events, per_message=20000):
     for start in range(0, len(events), per_message):
-        publisher.publish(transport.encode_event_array(events[start:start + per_message], 180, 240, "dvs"))
+        publisher.publish(codecs.encode_event_array(events[start:start + per_message], 180, 240, "dvs"))
         ros.spin(0.005)
 
 
@@ -222,7 +222,7 @@ def test_bad_input_is_logged_once_counted_and_survived(ros, slider):
     t0 = int(slider.events.t[0])
 
     # 1. malformed event messages (truncated CDR), twice
-    good = bytes(transport.encode_event_array(events_between(slider, t0, t0 + 10_000_000), 180, 240, "dvs"))
+    good = bytes(codecs.encode_event_array(events_between(slider, t0, t0 + 10_000_000), 180, 240, "dvs"))
     for _ in range(2):
         raw_out.publish(good[:37])
     # 2. events without poses: held, reported
@@ -270,7 +270,7 @@ def test_odometry_of_a_body_with_a_camera_from_body_transform_gives_the_cameras_
     from nav_msgs.msg import Odometry
 
     from focus_ros.poses import matrix_to_quaternion, pose_matrix, quaternion_to_matrix
-    from focus_ros.ros.depth_demo import cloud_depth_errors, error_summary
+    from focus_ros.evaluation.depth import cloud_error_summary, cloud_relative_errors
     from focus_ros.sources.depth_maps import DepthGroundTruth
 
     translation = [0.05, -0.02, 0.10]                              # m, body origin in camera coordinates
@@ -302,9 +302,9 @@ def test_odometry_of_a_body_with_a_camera_from_body_transform_gives_the_cameras_
     cloud = clouds[0]
     assert cloud.header.frame_id == "odom"        # the poses' world frame
     stamp = cloud.header.stamp.sec * 1_000_000_000 + cloud.header.stamp.nanosec
-    errors = cloud_depth_errors(depth_messages.cloud_points(cloud)[0], stamp, DepthGroundTruth.from_recording(slider),
+    errors = cloud_relative_errors(depth_messages.cloud_points(cloud)[0], stamp, DepthGroundTruth.from_recording(slider),
                                 Trajectory.from_poses(slider.poses), slider.calibration)
-    summary = error_summary(errors)
+    summary = cloud_error_summary(errors)
     # the bounds of the end-to-end test below (same keyframes, camera poses given directly)
     assert summary["median_relative_error"] < 0.03 and summary["within_5_percent"] > 0.5, summary
 
@@ -320,7 +320,7 @@ def test_bag_replayed_into_depth_node_gives_ground_truth_depth_and_the_offline_c
     import subprocess
 
     from focus_ros.depth.ply import read_ply
-    from focus_ros.ros.depth_demo import cloud_depth_errors, error_summary, expected_keyframes
+    from focus_ros.evaluation.depth import cloud_error_summary, cloud_relative_errors, expected_keyframes
     from focus_ros.sources.bags import read_bag_depth, write_bag
 
     bag = tmp_path / "slider.bag2"
@@ -347,9 +347,9 @@ def test_bag_replayed_into_depth_node_gives_ground_truth_depth_and_the_offline_c
     trajectory = Trajectory.from_poses(slider.poses)
     stamps = [c.header.stamp.sec * 1_000_000_000 + c.header.stamp.nanosec for c in clouds]
     points = [depth_messages.cloud_points(c)[0] for c in clouds]
-    errors = np.concatenate([cloud_depth_errors(p, t, ground_truth, trajectory, slider.calibration)
+    errors = np.concatenate([cloud_relative_errors(p, t, ground_truth, trajectory, slider.calibration)
                              for p, t in zip(points, stamps)])
-    summary = error_summary(errors)
+    summary = cloud_error_summary(errors)
     # Offline (`focus-ros depth`) on this sequence with these keyframes the engine gives a
     # median relative error of 1.5 % and 64 % of points within 5 % (short keyframes: 4 cm of
     # baseline; the last one of 12 k events is noisy), with 3-4 planes of margin: the 100

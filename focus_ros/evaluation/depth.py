@@ -467,6 +467,49 @@ def pick_curve_pixel(outcome: KeyframeOutcome, truth: ReferenceTruth, depth_rang
     return int(x[chosen]), int(y[chosen])
 
 
+# ---------------------------------------------------------------------------- published clouds
+
+
+def cloud_relative_errors(points_world: np.ndarray, t_ref_ns: int, ground_truth, trajectory,
+                          calibration: Calibration) -> np.ndarray:
+    """Relative depth error |Z − Z_true| / Z_true of each world point (M, 3) m, as the depth
+    evaluation counts it (:func:`relative_errors`: ground truth
+    resampled onto the undistorted grid, a point on a depth edge right for either side).
+
+    A published cloud's reference time lies between ground-truth maps (every 20 ms), so the
+    points are seen from the camera of the map nearest to ``t_ref_ns`` (its pose at that
+    map's time: exact, no interpolation between maps): Z is their depth along that camera's
+    optical axis, their pixel the pinhole projection. NaN for points outside that view or
+    without ground truth. ground_truth: :class:`~focus_ros.sources.depth_maps.DepthGroundTruth`;
+    trajectory: :class:`~focus_ros.poses.Trajectory` (world from camera).
+    """
+    index = ground_truth.nearest_index(int(t_ref_ns))
+    world_from_camera = trajectory.world_from_camera(int(ground_truth.t[index]))
+    camera = (np.asarray(points_world, np.float64) - world_from_camera[:3, 3]) @ world_from_camera[:3, :3]
+    errors = np.full(len(camera), np.nan)
+    in_front = np.flatnonzero(camera[:, 2] > 1e-6)
+    pixels = np.round(calibration.project(camera[in_front], distort=False)).astype(np.int64)
+    inside = ((pixels[:, 0] >= 0) & (pixels[:, 0] < calibration.width) &
+              (pixels[:, 1] >= 0) & (pixels[:, 1] < calibration.height))
+    truth = ground_truth_on_reference_grid(ground_truth.depth_m[index], calibration)
+    errors[in_front[inside]], _ = relative_errors(camera[in_front[inside], 2], pixels[inside], truth)
+    return errors
+
+
+def cloud_error_summary(errors: np.ndarray) -> dict:
+    """median relative error, share within 5 % (of the points with ground truth), points."""
+    known = errors[np.isfinite(errors)]
+    return {"points": int(len(errors)), "with_ground_truth": int(len(known)),
+            "median_relative_error": float(np.median(known)) if len(known) else float("nan"),
+            "within_5_percent": float(np.mean(known < 0.05)) if len(known) else float("nan")}
+
+
+def expected_keyframes(event_count: int, keyframe_events: int, min_events: int = 1000) -> int:
+    """Keyframes of a stream cut every ``keyframe_events`` events, the rest (≥ min_events)
+    making one more at the end (``focus-ros depth``, and depth_node once the stream idles)."""
+    return event_count // keyframe_events + (1 if event_count % keyframe_events >= min_events else 0)
+
+
 def percent(value: float) -> float:
     """A fraction as a percentage (NaN stays NaN)."""
     return 100.0 * value if value is not None and math.isfinite(value) else float("nan")

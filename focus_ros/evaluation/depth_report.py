@@ -254,3 +254,19 @@ def plot_accuracy_versus_density(rows: list[DepthResult], path, polarity_modes=(
     figure.tight_layout(rect=(0, 0, 0.8, 1))
     figure.legend(list(handles.values()), [method_title(m) for m in handles], loc="center right", fontsize=7)
     return _save(figure, path)
+
+
+def plot_cloud(points: np.ndarray, depth_m: np.ndarray, world_from_reference: np.ndarray, path, z_min_m: float,
+               z_max_m: float, title: str) -> Path:
+    """All clouds (world frame, m) seen by a virtual camera turned about the middle keyframe's
+    view (the depth evaluation's rendering), near red, far blue."""
+    from focus_ros.depth.pictures import depth_colors
+
+    picture = render_cloud(points, depth_colors(depth_m, z_min_m, z_max_m), world_from_reference,
+                           size=(360, 480))
+    figure, axes = plt.subplots(figsize=(8, 6))
+    axes.imshow(picture)
+    axes.axis("off")
+    axes.set_title(f"{title}\n({len(points):,} points; red {z_min_m} m ... blue {z_max_m} m)")
+    figure.tight_layout()
+    return _save(figure, path)

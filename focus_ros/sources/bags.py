@@ -7,8 +7,9 @@ write whole recordings.
   the metadata names no storage, as some recorders leave it, it is taken from the files).
 
 Events are never turned into per-event Python objects: their serialized bytes go through
-:mod:`focus_ros.transport`. The small messages (IMU, camera info, poses) use rosbags'
-typestore. Default topics and types are those of the dataset's bags (design.md 2-3):
+:mod:`focus_ros.codecs`. The small messages (IMU, camera info, poses) use rosbags'
+typestore. Default topics and types are those of the dataset's bags (docs/design.md, sections
+2 "ROS 2 conventions" and 3 "The Event Camera Dataset"):
 
 - ``/dvs/events``: ``dvs_msgs/msg/EventArray`` (or ``event_camera_msgs/msg/EventPacket``
   with encoding evt3, libcaer_cmp, libcaer or mono, or its legacy twin
@@ -17,9 +18,9 @@ typestore. Default topics and types are those of the dataset's bags (design.md 2
 - ``/dvs/camera_info``: ``sensor_msgs/msg/CameraInfo`` -> :class:`Calibration` (plumb bob);
 - ``/optitrack/davis``: ``geometry_msgs/msg/PoseStamped`` -> :class:`Poses`;
 - ``/dvs/depthmap``: ``sensor_msgs/msg/Image`` 32FC1 depth ground truth (simulator; see
-  :mod:`focus_ros.sources.depth_maps`).
+  :class:`~focus_ros.sources.depth_maps.DepthGroundTruth`, :func:`depth_image_message`).
 
-Event times are ROS time, by the rule of :class:`focus_ros.transport.EventMessageDecoder`.
+Event times are ROS time, by the rule of :class:`focus_ros.codecs.EventMessageDecoder`.
 Failures (missing file, corrupt or truncated bag, missing topic, unknown type, bad
 event message) raise :class:`BagError` naming the file and topic; events read before
 the fault are yielded first.
@@ -42,22 +43,26 @@ from rosbags.rosbag2 import Writer as Ros2Writer
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 import yaml
 
-from focus_ros import transport
+from focus_ros import codecs
 from focus_ros.camera import Calibration
+from focus_ros.codecs.message_types import (
+    EVENT_ARRAY, EVENT_PACKET, LEGACY_EVENT_ARRAY, ROS2_EVENT_MESSAGE_TYPES, republished_ros2_type, ros2_message_type)
 from focus_ros.events import NANOSECONDS_PER_SECOND, Events
+from focus_ros.sources.depth_maps import DepthGroundTruth
 from focus_ros.sources.errors import BagError
 from focus_ros.sources.recording import ImuSamples, Poses, Recording
 
-EVENT_ARRAY_TYPE = "dvs_msgs/msg/EventArray"
-EVENT_PACKET_TYPE = "event_camera_msgs/msg/EventPacket"
-LEGACY_EVENT_ARRAY_TYPE = "event_array_msgs/msg/EventArray"
+EVENT_ARRAY_TYPE = ros2_message_type(EVENT_ARRAY)
+EVENT_PACKET_TYPE = ros2_message_type(EVENT_PACKET)
+LEGACY_EVENT_ARRAY_TYPE = ros2_message_type(LEGACY_EVENT_ARRAY)
 IMU_TYPE = "sensor_msgs/msg/Imu"
 CAMERA_INFO_TYPE = "sensor_msgs/msg/CameraInfo"
 POSE_TYPE = "geometry_msgs/msg/PoseStamped"
-EVENT_TYPES = (EVENT_ARRAY_TYPE, EVENT_PACKET_TYPE, LEGACY_EVENT_ARRAY_TYPE)
-#: the packet types (same fields: header, height, width, seq, time_base, encoding,
-#: is_bigendian, events)
-PACKET_TYPES = (EVENT_PACKET_TYPE, LEGACY_EVENT_ARRAY_TYPE)
+IMAGE_TYPE = "sensor_msgs/msg/Image"
+#: depth ground truth (the simulator's): 32FC1 images on this topic
+DEPTH_TOPIC = "/dvs/depthmap"
+#: the event message types (ROS 2 full names), from the table of focus_ros.codecs.message_types
+EVENT_TYPES = ROS2_EVENT_MESSAGE_TYPES
 
 
 @dataclass(frozen=True)
@@ -68,7 +73,7 @@ class BagTopics:
     imu: str = "/dvs/imu"
     camera_info: str = "/dvs/camera_info"
     poses: str = "/optitrack/davis"
-    depth: str = "/dvs/depthmap"
+    depth: str = DEPTH_TOPIC
 
 
 DEFAULT_TOPICS = BagTopics()
@@ -242,9 +247,9 @@ def _iter_raw(reader: AnyReader, connections, path: Path, topic: str):
 # Events
 
 
-def event_message_decoder(msgtype: str, ros_version: int) -> transport.EventMessageDecoder:
-    """The stream decoder of one bag topic (ROS time, as the node's; see transport)."""
-    return transport.EventMessageDecoder(msgtype, ros1=ros_version == 1)
+def event_message_decoder(msgtype: str, ros_version: int) -> codecs.EventMessageDecoder:
+    """The stream decoder of one bag topic (ROS time, as the node's; see focus_ros.codecs)."""
+    return codecs.EventMessageDecoder(msgtype, ros1=ros_version == 1)
 
 
 def iter_bag_events(path, topic: str | None = None) -> Iterator[tuple[Events, object]]:
@@ -253,7 +258,7 @@ def iter_bag_events(path, topic: str | None = None) -> Iterator[tuple[Events, ob
 
     topic None: the one topic of an event type (dvs_msgs/EventArray,
     event_camera_msgs/EventPacket, event_array_msgs/EventArray). Event times are ROS time
-    (:class:`focus_ros.transport.EventMessageDecoder`: the drivers' host-clock stamps as
+    (:class:`focus_ros.codecs.EventMessageDecoder`: the drivers' host-clock stamps as
     they are, a camera clock such as evt3's moved onto the first packet's header stamp).
     Raises BagError (file, topic, what) after yielding the events read before the fault.
     """
@@ -277,7 +282,7 @@ def iter_bag_events(path, topic: str | None = None) -> Iterator[tuple[Events, ob
                 decode = decoders[connection.msgtype] = event_message_decoder(connection.msgtype, version)
             try:
                 events, info = decode(raw)
-            except transport.EventDecodeError as error:
+            except codecs.EventDecodeError as error:
                 raise BagError(f"{path}: topic {topic}: {error}") from None
             yield events, info
 
@@ -291,7 +296,7 @@ def _salvage_ros1_events(path: Path, topic: str | None, open_error: BagError):
     count = 0
     decode = None
     for message_topic, msgtype, _, raw in scan.messages():
-        if (transport.short_message_type(msgtype) not in transport.EVENT_MESSAGE_TYPES
+        if (codecs.short_message_type(msgtype) not in codecs.EVENT_MESSAGE_TYPES
                 or (topic is not None and message_topic != topic)):
             continue
         if topic is None:
@@ -300,7 +305,7 @@ def _salvage_ros1_events(path: Path, topic: str | None, open_error: BagError):
             decode = event_message_decoder(msgtype, 1)
         try:
             events, info = decode(raw)
-        except transport.EventDecodeError as error:
+        except codecs.EventDecodeError as error:
             raise BagError(f"{path}: topic {topic}: {error} (after {count} messages)") from None
         count += 1
         yield events, info
@@ -393,8 +398,38 @@ def _read_calibration(reader, path, topic) -> Calibration | None:
     return None
 
 
+# ----------------------------------------------------------------------------------------
+# depth ground truth: 32FC1 sensor_msgs/Image messages (REP-118), header stamp = the map's time
+
+DEPTH_ENCODING = "32FC1"
+
+
+def depth_image_message(store, t_ns: int, depth_m: np.ndarray, frame_id: str, ros_version: int = 2):
+    """A sensor_msgs/Image (32FC1, little endian, REP-118) of a depth map, for rosbags' typestore."""
+    depth = np.ascontiguousarray(depth_m, dtype="<f4")
+    height, width = depth.shape
+    return store.types[IMAGE_TYPE](header=_header(store, t_ns, frame_id, ros_version), height=height,
+                                   width=width, encoding=DEPTH_ENCODING, is_bigendian=0, step=4 * width,
+                                   data=depth.view(np.uint8).ravel())
+
+
+def depth_from_image_message(message, where: str = DEPTH_TOPIC) -> tuple[int, np.ndarray]:
+    """(t ns, depth (height, width) float32 m) from a 32FC1 sensor_msgs/Image; ValueError naming
+    ``where`` for another encoding or a size that does not add up."""
+    if message.encoding != DEPTH_ENCODING:
+        raise ValueError(f"{where}: depth images must be {DEPTH_ENCODING}, got {message.encoding!r}")
+    height, width, step = int(message.height), int(message.width), int(message.step)
+    data = np.asarray(message.data, np.uint8)
+    if step < 4 * width or len(data) < step * height:
+        raise ValueError(f"{where}: image of {width}x{height} px with step {step} needs {step * height} "
+                         f"bytes, got {len(data)}")
+    rows = data[:step * height].reshape(height, step)[:, :4 * width]
+    depth = np.ascontiguousarray(rows).view(">f4" if message.is_bigendian else "<f4").reshape(height, width)
+    stamp = message.header.stamp
+    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec), depth.astype(np.float32)
+
+
 def _read_depth(reader, path, topic):
-    from focus_ros.sources.depth_maps import IMAGE_TYPE, DepthGroundTruth, depth_from_image_message
     times, maps = [], []
     for message in _deserialized(reader, path, topic, IMAGE_TYPE):
         try:
@@ -524,13 +559,13 @@ def _event_messages(events: Events, calibration: Calibration | None, events_per_
         chunk = events[start:start + events_per_message]
         if encoding is None:
             if ros_version == 1:
-                raw = transport.encode_event_array_ros1(chunk, height, width, frame_id, seq=index)
+                raw = codecs.encode_event_array_ros1(chunk, height, width, frame_id, seq=index)
             else:
-                raw = transport.encode_event_array(chunk, height, width, frame_id)
+                raw = codecs.encode_event_array(chunk, height, width, frame_id)
         else:
-            if encoding != transport.ENCODING_MONO:  # microsecond clocks: 1 us (floor)
+            if encoding != codecs.ENCODING_MONO:  # microsecond clocks: 1 us (floor)
                 chunk = Events(chunk.x, chunk.y, chunk.t // 1000 * 1000, chunk.p)
-            raw = transport.encode_event_packet(chunk, height, width, encoding, frame_id, seq=index,
+            raw = codecs.encode_event_packet(chunk, height, width, encoding, frame_id, seq=index,
                                                 sensor_time_offset_ns=sensor_origin,
                                                 ros1=ros_version == 1)
         yield int(chunk.t[-1]), raw
@@ -543,7 +578,7 @@ def write_bag(path, recording: Recording, version: int = 2, storage: str = "mcap
 
     version 1: a ROS 1 ``.bag`` file; version 2: a ROS 2 bag folder with ``storage``
     "mcap" or "sqlite3". Events go as ``dvs_msgs/EventArray`` messages of
-    ``events_per_message`` events serialized with :mod:`focus_ros.transport` (or
+    ``events_per_message`` events serialized with :mod:`focus_ros.codecs` (or
     ``event_camera_msgs/EventPacket`` with ``event_encoding`` "evt3", "libcaer_cmp",
     "libcaer" or "mono"; all but mono have 1 us resolution, so event times are rounded
     down to whole microseconds; the camera clock starts at the first event's microsecond);
@@ -556,9 +591,9 @@ def write_bag(path, recording: Recording, version: int = 2, storage: str = "mcap
         raise ValueError(f"bag version must be 1 or 2, got {version}")
     if storage not in ("mcap", "sqlite3"):
         raise ValueError(f"bag storage must be 'mcap' or 'sqlite3', got {storage!r}")
-    if event_encoding is not None and event_encoding not in transport.SUPPORTED_PACKET_ENCODINGS:
+    if event_encoding is not None and event_encoding not in codecs.SUPPORTED_PACKET_ENCODINGS:
         raise ValueError(f"unknown event encoding {event_encoding!r} (supported: "
-                         f"{', '.join(transport.SUPPORTED_PACKET_ENCODINGS)})")
+                         f"{', '.join(codecs.SUPPORTED_PACKET_ENCODINGS)})")
     if version == 1 and path.suffix != ".bag":
         raise ValueError(f"{path}: a ROS 1 bag file name must end in .bag")
     if events_per_message < 1:
@@ -594,13 +629,12 @@ def write_bag(path, recording: Recording, version: int = 2, storage: str = "mcap
             add(t_ns, topics.poses,
                 _pose_message(store, t_ns, position, orientation, "world", version), POSE_TYPE)
     if recording.depth_maps is not None:
-        from focus_ros.sources.depth_maps import IMAGE_TYPE, depth_image_message
         for t_ns, depth in zip(recording.depth_times.tolist(), recording.depth_maps):
             add(t_ns, topics.depth, depth_image_message(store, t_ns, depth, frame_id, version), IMAGE_TYPE)
     records.sort(key=lambda record: record[0])
 
     types = {topics.events: event_type, topics.camera_info: CAMERA_INFO_TYPE,
-             topics.imu: IMU_TYPE, topics.poses: POSE_TYPE, topics.depth: "sensor_msgs/msg/Image"}
+             topics.imu: IMU_TYPE, topics.poses: POSE_TYPE, topics.depth: IMAGE_TYPE}
     used = {topic for _, topic, _ in records}
     if version == 1:
         writer = Ros1Writer(path)
@@ -625,7 +659,7 @@ class BagMessages:
     topics: topic -> ROS 2 message type. :meth:`messages` yields
     ``(topic, msgtype, log time ns, CDR bytes, event count, first event time ns)``
     (event count 0 and first event time -1 for non-event messages); ROS 1 messages are
-    converted to CDR (events with :mod:`focus_ros.transport`, others with rosbags).
+    converted to CDR (events with :mod:`focus_ros.codecs`, others with rosbags).
     """
 
     path: Path
@@ -647,16 +681,16 @@ class BagMessages:
                     try:
                         events, info = decode(raw)
                         if version == 1 and msgtype == EVENT_ARRAY_TYPE:
-                            recorded, _ = transport.decode_event_array_ros1(raw)  # as stored
-                            raw = transport.encode_event_array(recorded, info.height, info.width,
+                            recorded, _ = codecs.decode_event_array_ros1(raw)  # as stored
+                            raw = codecs.encode_event_array(recorded, info.height, info.width,
                                                                info.frame_id, info.stamp_ns)
                         elif version == 1:
-                            raw = transport.event_packet_ros1_to_cdr(raw)
-                    except transport.EventDecodeError as error:
+                            raw = codecs.event_packet_ros1_to_cdr(raw)
+                    except codecs.EventDecodeError as error:
                         raise BagError(f"{self.path}: topic {topic}: {error}") from None
                     count = len(events)
                     first = int(events.t[0]) if count else -1
-                    msgtype = EVENT_PACKET_TYPE if msgtype in PACKET_TYPES else msgtype
+                    msgtype = republished_ros2_type(msgtype)
                 elif version == 1:
                     try:
                         message = _ros1_to_ros2(reader.deserialize(raw, msgtype), store)
@@ -702,7 +736,7 @@ def open_bag_messages(path, topics: list[str] | None = None) -> BagMessages:
                            f"{', '.join(sorted(available)) or 'none'})")
         selected = {t: available[t] for t in topics}
     # the legacy event_array_msgs/EventArray goes out as the EventPacket it equals field for field
-    selected = {t: EVENT_PACKET_TYPE if m in PACKET_TYPES else m for t, m in selected.items()}
+    selected = {t: republished_ros2_type(m) for t, m in selected.items()}
     if not selected:
         raise BagError(f"{path}: no topic of a known type ({', '.join(sorted(known))})")
     return BagMessages(path, selected)

@@ -1,6 +1,6 @@
 """The Event Camera Dataset's text layout (Mueggler et al., IJRR 2017): read and write.
 
-A sequence folder holds (design.md section 3):
+A sequence folder holds (docs/design.md, section 3 "The Event Camera Dataset"):
 
 - ``events.txt``: ``t x y p`` per line; t in seconds with 9 decimals, x y in px with (0, 0)
   the top-left pixel, p in {0, 1} (1 = brightness increase);
@@ -27,6 +27,7 @@ import numpy as np
 
 from focus_ros.camera import Calibration
 from focus_ros.events import NANOSECONDS_PER_SECOND, Events
+from focus_ros.sources.depth_maps import DepthGroundTruth
 from focus_ros.sources.errors import EventFileError
 from focus_ros.sources.recording import ImuSamples, Poses, Recording
 
@@ -34,6 +35,9 @@ EVENTS_FILE = "events.txt"
 IMU_FILE = "imu.txt"
 GROUNDTRUTH_FILE = "groundtruth.txt"
 CALIBRATION_FILE = "calib.txt"
+#: depth ground truth beside the events (the simulator's; not part of the dataset's format)
+DEPTH_LIST_FILE = "depthmaps.txt"
+DEPTH_FOLDER = "depthmaps"
 
 #: bytes read per block when streaming events.txt (about 40 bytes per line at most)
 _BLOCK_BYTES = 8 << 20
@@ -382,6 +386,56 @@ def write_groundtruth(path, poses: Poses) -> None:
 
 
 # ----------------------------------------------------------------------------------------
+# depth ground truth: depthmaps.txt + depthmaps/*.npy (not part of the dataset's format)
+
+
+def write_depth_folder(folder, t_ns: np.ndarray, depth_m: np.ndarray) -> None:
+    """Write ``folder/depthmaps.txt`` and ``folder/depthmaps/depth_%08d.npy`` (float32 maps)."""
+    truth = DepthGroundTruth(t_ns, depth_m)
+    folder = Path(folder)
+    (folder / DEPTH_FOLDER).mkdir(parents=True, exist_ok=True)
+    lines = []
+    for index, (time_ns, depth) in enumerate(zip(truth.t.tolist(), truth.depth_m)):
+        name = f"{DEPTH_FOLDER}/depth_{index:08d}.npy"
+        np.save(folder / name, np.ascontiguousarray(depth, np.float32))
+        lines.append(f"{ns_to_seconds_text(time_ns)} {name}\n")
+    (folder / DEPTH_LIST_FILE).write_text("".join(lines))
+
+
+def read_depth_folder(folder) -> DepthGroundTruth:
+    """Read ``folder/depthmaps.txt`` and the maps it lists. FileNotFoundError / ValueError
+    naming the file and line when something is missing or malformed."""
+    folder = Path(folder)
+    listing = folder / DEPTH_LIST_FILE
+    if not listing.is_file():
+        raise FileNotFoundError(f"depth ground truth not found: {listing}")
+    times, maps = [], []
+    for line_number, line in enumerate(listing.read_text().splitlines(), start=1):
+        words = line.split()
+        if not words or words[0].startswith("#"):
+            continue
+        if len(words) != 2:
+            raise ValueError(f"{listing}: line {line_number}: expected 't path', got {line.strip()!r}")
+        try:
+            t = seconds_text_to_ns(words[0])
+        except ValueError:
+            raise ValueError(f"{listing}: line {line_number}: not a time in seconds: {words[0]!r}") from None
+        path = folder / words[1]
+        if not path.is_file():
+            raise FileNotFoundError(f"{listing}: line {line_number}: depth map not found: {path}")
+        depth = np.load(path, allow_pickle=False)
+        if depth.ndim != 2 or (maps and depth.shape != maps[0].shape):
+            raise ValueError(f"{path}: a depth map must be 2-D like the others, got shape {depth.shape}")
+        if times and t <= times[-1]:
+            raise ValueError(f"{listing}: line {line_number}: time does not increase")
+        times.append(t)
+        maps.append(depth.astype(np.float32, copy=False))
+    if not maps:
+        raise ValueError(f"{listing}: no depth maps listed")
+    return DepthGroundTruth(np.array(times, np.int64), np.stack(maps))
+
+
+# ----------------------------------------------------------------------------------------
 # folders
 
 
@@ -399,7 +453,6 @@ def read_ecd_folder(folder, width: int = 240, height: int = 180) -> Recording:
     imu = read_imu(folder / IMU_FILE) if (folder / IMU_FILE).is_file() else None
     poses = (read_groundtruth(folder / GROUNDTRUTH_FILE)
              if (folder / GROUNDTRUTH_FILE).is_file() else None)
-    from focus_ros.sources.depth_maps import DEPTH_LIST_FILE, read_depth_folder
     depth = read_depth_folder(folder) if (folder / DEPTH_LIST_FILE).is_file() else None
     return Recording(events=read_events(folder / EVENTS_FILE), calibration=calibration,
                      imu=imu, poses=poses, depth_times=depth.t if depth is not None else None,
@@ -409,8 +462,8 @@ def read_ecd_folder(folder, width: int = 240, height: int = 180) -> Recording:
 def write_ecd_folder(folder, recording: Recording) -> None:
     """Write a Recording as a sequence folder: ``events.txt``, and ``calib.txt``,
     ``imu.txt``, ``groundtruth.txt`` for the parts the recording has (no ``images.txt``), and
-    depth maps as ``depthmaps.txt`` + ``depthmaps/*.npy`` (:mod:`focus_ros.sources.depth_maps`,
-    not part of the dataset's format)."""
+    depth maps as ``depthmaps.txt`` + ``depthmaps/*.npy`` (:func:`write_depth_folder`, not part
+    of the dataset's format)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     write_events(folder / EVENTS_FILE, recording.events)
@@ -421,5 +474,4 @@ def write_ecd_folder(folder, recording: Recording) -> None:
     if recording.poses is not None:
         write_groundtruth(folder / GROUNDTRUTH_FILE, recording.poses)
     if recording.depth_maps is not None:
-        from focus_ros.sources.depth_maps import write_depth_folder
         write_depth_folder(folder, recording.depth_times, recording.depth_maps)

@@ -4,7 +4,8 @@
 - :func:`iter_sequence_events` streams its events in chunks (memory does not grow with it);
 - :func:`sequence_calibration` finds its intrinsics (a calibration file given by the user,
   the folder's ``calib.txt``, or the bag's ``sensor_msgs/CameraInfo``);
-- :func:`load_recording` reads it whole, with ground truth, for evaluation.
+- :func:`load_recording` reads it whole, with ground truth, for evaluation;
+- :func:`read_depth_ground_truth` reads its depth ground truth, if it has any.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import Iterator
 
 from focus_ros.camera import Calibration
 from focus_ros.events import Events
+from focus_ros.sources import bags, ecd
+from focus_ros.sources.depth_maps import DepthGroundTruth
 from focus_ros.sources.recording import Recording
 
 ECD = "ecd"
@@ -54,11 +57,9 @@ def iter_sequence_events(path, topic: str | None = None, chunk_events: int = 1_0
     """
     path = Path(path)
     if sequence_format(path) == ECD:
-        from focus_ros.sources.ecd import iter_event_chunks
-        yield from iter_event_chunks(_events_file(path), chunk_events)
+        yield from ecd.iter_event_chunks(_events_file(path), chunk_events)
         return
-    from focus_ros.sources.bags import iter_bag_events
-    for events, _ in iter_bag_events(path, topic):
+    for events, _ in bags.iter_bag_events(path, topic):
         yield events
 
 
@@ -77,8 +78,7 @@ def sequence_calibration(path, calibration_file=None, width: int = 240, height: 
         if not calib.is_file():
             raise FileNotFoundError(f"calibration not found: {calib} (give a calibration file)")
         return Calibration.from_ecd_calib(calib, width=width, height=height)
-    from focus_ros.sources.bags import read_bag_calibration
-    calibration = read_bag_calibration(path)
+    calibration = bags.read_bag_calibration(path)
     if calibration is None:
         raise ValueError(f"{path}: the bag has no camera_info (give a calibration file)")
     return calibration
@@ -92,13 +92,20 @@ def load_recording(path, calibration_file=None, width: int = 240, height: int = 
     """
     path = Path(path)
     if sequence_format(path) == ECD:
-        from focus_ros.sources.ecd import read_ecd_folder
-        recording = read_ecd_folder(path if path.is_dir() else path.parent, width=width, height=height)
+        recording = ecd.read_ecd_folder(path if path.is_dir() else path.parent, width=width, height=height)
     else:
-        from focus_ros.sources.bags import read_bag
-        recording = read_bag(path)
+        recording = bags.read_bag(path)
     if calibration_file is not None or recording.calibration is None:
         recording.calibration = sequence_calibration(path, calibration_file, width, height)
     if len(recording.events) == 0:
         raise ValueError(f"{path}: the sequence holds no events")
     return recording
+
+
+def read_depth_ground_truth(path) -> DepthGroundTruth | None:
+    """The depth ground truth of a sequence (ECD folder or bag), or None when it has none."""
+    path = Path(path)
+    if sequence_format(path) == ECD:
+        folder = path if path.is_dir() else path.parent
+        return ecd.read_depth_folder(folder) if (folder / ecd.DEPTH_LIST_FILE).is_file() else None
+    return bags.read_bag_depth(path)

@@ -6,12 +6,12 @@
 2. start ``depth_node`` as ``ros2 run`` would (entry point, params file);
 3. replay the bag onto ROS 2 topics in real time (``focus_ros.ros.replay_node``), collect
    the published ``depth/points`` clouds and ``depth/image_color`` pictures;
-4. print the clouds' depth error against the ground truth and write
+4. print the clouds' depth error against the ground truth (``focus_ros.evaluation.depth``) and write
    ``depth_cloud.png`` (a rendered view of all clouds, coloured by depth) and
    ``depth_map.png`` (one keyframe's depth map as the node publishes it, beside the
    ground truth).
 
-``python -m focus_ros.ros.demo --part depth``
+``python -m focus_ros.ros.demos --part depth``
 """
 
 from __future__ import annotations
@@ -24,53 +24,15 @@ import numpy as np
 
 from focus_ros.camera import Calibration
 from focus_ros.events import NANOSECONDS_PER_SECOND
+from focus_ros.evaluation.depth import cloud_error_summary, cloud_relative_errors, expected_keyframes
+from focus_ros.evaluation.depth_report import plot_cloud
 from focus_ros.poses import Trajectory
+from focus_ros.ros.demos.session import CONFIG_FOLDER, node_and_replayer
 from focus_ros.sources.depth_maps import DepthGroundTruth
 
 #: the depth range (m) of the picture colours: the engine's default planes (the simulated
 #: slider's panels and wall lie at 0.55–2.3 m)
 Z_MIN_M, Z_MAX_M = 0.45, 2.4
-
-
-def cloud_depth_errors(points_world: np.ndarray, t_ref_ns: int, ground_truth: DepthGroundTruth,
-                       trajectory: Trajectory, calibration: Calibration) -> np.ndarray:
-    """Relative depth error |Z − Z_true| / Z_true of each world point (M, 3) m, as the depth
-    evaluation counts it (:func:`focus_ros.evaluation.depth.relative_errors`: ground truth
-    resampled onto the undistorted grid, a point on a depth edge right for either side).
-
-    A published cloud's reference time lies between ground-truth maps (every 20 ms), so the
-    points are seen from the camera of the map nearest to ``t_ref_ns`` (its pose at that
-    map's time: exact, no interpolation between maps): Z is their depth along that camera's
-    optical axis, their pixel the pinhole projection. NaN for points outside that view or
-    without ground truth.
-    """
-    from focus_ros.evaluation.depth import ground_truth_on_reference_grid, relative_errors
-
-    index = ground_truth.nearest_index(int(t_ref_ns))
-    world_from_camera = trajectory.world_from_camera(int(ground_truth.t[index]))
-    camera = (np.asarray(points_world, np.float64) - world_from_camera[:3, 3]) @ world_from_camera[:3, :3]
-    errors = np.full(len(camera), np.nan)
-    in_front = np.flatnonzero(camera[:, 2] > 1e-6)
-    pixels = np.round(calibration.project(camera[in_front], distort=False)).astype(np.int64)
-    inside = ((pixels[:, 0] >= 0) & (pixels[:, 0] < calibration.width) &
-              (pixels[:, 1] >= 0) & (pixels[:, 1] < calibration.height))
-    truth = ground_truth_on_reference_grid(ground_truth.depth_m[index], calibration)
-    errors[in_front[inside]], _ = relative_errors(camera[in_front[inside], 2], pixels[inside], truth)
-    return errors
-
-
-def error_summary(errors: np.ndarray) -> dict:
-    """median relative error, share within 5 % (of the points with ground truth), points."""
-    known = errors[np.isfinite(errors)]
-    return {"points": int(len(errors)), "with_ground_truth": int(len(known)),
-            "median_relative_error": float(np.median(known)) if len(known) else float("nan"),
-            "within_5_percent": float(np.mean(known < 0.05)) if len(known) else float("nan")}
-
-
-def expected_keyframes(event_count: int, keyframe_events: int, min_events: int = 1000) -> int:
-    """Keyframes of a stream cut every ``keyframe_events`` events, the rest (≥ min_events)
-    making one more at the end (``focus-ros depth``, and depth_node once the stream idles)."""
-    return event_count // keyframe_events + (1 if event_count % keyframe_events >= min_events else 0)
 
 
 def simulate_slider(args):
@@ -99,9 +61,7 @@ def run_depth_node_and_replay(args, bag: Path, expected: int):
     """Start depth_node, replay the bag in real time, collect clouds and colour depth maps."""
     from sensor_msgs.msg import Image, PointCloud2
 
-    from focus_ros.ros.demo import node_and_replayer
-
-    params = Path(__file__).resolve().parents[2] / "config" / "depth_davis240c.yaml"
+    params = CONFIG_FOLDER / "depth_davis240c.yaml"
     node_log = args.output / "depth_node.log"
     overrides = [f"keyframe_events:={args.keyframe_events}", "qos_reliability:=reliable",
                  "max_pending_keyframes:=100"]
@@ -139,47 +99,24 @@ def report(args, recording, clouds, pictures, node_log) -> int:
         fields = depth_messages.decode_point_cloud(cloud)
         points = np.column_stack([fields["x"], fields["y"], fields["z"]])
         t_ref_ns = cloud.header.stamp.sec * NANOSECONDS_PER_SECOND + cloud.header.stamp.nanosec
-        all_errors.append(cloud_depth_errors(points, t_ref_ns, ground_truth, trajectory, recording.calibration))
+        all_errors.append(cloud_relative_errors(points, t_ref_ns, ground_truth, trajectory, recording.calibration))
         stamps.append(t_ref_ns)
         all_points.append(points)
         all_depths.append(fields["depth"])
-    summary = error_summary(np.concatenate(all_errors))
+    summary = cloud_error_summary(np.concatenate(all_errors))
     print(f"[depth 4/4] depth error against ground truth over {len(clouds)} keyframes of "
           f"{args.keyframe_events:,} events: median relative error {100 * summary['median_relative_error']:.2f} %, "
           f"{100 * summary['within_5_percent']:.1f} % of points within 5 %, {summary['points']:,} points")
     cloud_picture = args.output / "depth_cloud.png"
     map_picture = args.output / "depth_map.png"
     middle_ns = stamps[len(stamps) // 2]
-    write_cloud_picture(np.concatenate(all_points), np.concatenate(all_depths),
-                        trajectory.world_from_camera(middle_ns), cloud_picture)
+    plot_cloud(np.concatenate(all_points), np.concatenate(all_depths), trajectory.world_from_camera(middle_ns),
+               cloud_picture, Z_MIN_M, Z_MAX_M, "depth_node point clouds, world frame, seen from beside the camera's path")
     write_depth_map_picture(pictures, ground_truth, recording.calibration, map_picture)
     print(f"      rendered point cloud (world frame, coloured by depth): {cloud_picture}")
     print(f"      depth map of one keyframe as published on depth/image_color, beside the ground truth: {map_picture}")
     print(f"      node log: {node_log}")
     return 0
-
-
-def write_cloud_picture(points: np.ndarray, depth_m: np.ndarray, world_from_reference: np.ndarray,
-                        path: Path) -> None:
-    """All clouds (world frame, m) seen by a virtual camera turned about the middle keyframe's
-    view (the depth evaluation's rendering), near red, far blue."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from focus_ros.depth.pictures import depth_colors
-    from focus_ros.evaluation.depth_report import render_cloud
-
-    picture = render_cloud(points, depth_colors(depth_m, Z_MIN_M, Z_MAX_M), world_from_reference,
-                           size=(360, 480))
-    figure, axes = plt.subplots(figsize=(8, 6))
-    axes.imshow(picture)
-    axes.axis("off")
-    axes.set_title(f"depth_node point clouds, world frame, seen from beside the camera's path\n"
-                   f"({len(points):,} points; red {Z_MIN_M} m ... blue {Z_MAX_M} m)")
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
 
 
 def write_depth_map_picture(pictures, ground_truth: DepthGroundTruth, calibration: Calibration, path: Path) -> None:
