@@ -13,19 +13,20 @@ Optional IWE smoothing (``blur_sigma_px`` of ``focus_ros.objective.Objective``):
 bilinear IWE convolved with a separable, truncated, unit-sum Gaussian of standard deviation
 sigma px (``gaussian_blur_kernel``, ``blur_image``), with zero padding at the border. This
 is the paper's smooth Dirac delta (Sec. 2, Gaussian of epsilon = 1 px) built as "bilinear
-voting, then a blur" instead of a Gaussian per event: one image-space filter (about
-60 µs on 240x180 px at sigma = 1) instead of 7x7 taps per event. With zero padding and a symmetric
-kernel the blur matrix is symmetric, so the adjoint of the blur is the blur itself.
+voting, then a blur" instead of a Gaussian per event: one image-space filter instead of
+7x7 taps per event (BENCHMARKS.md, "Engine: warp + IWE + loss + gradient", compares the
+costs). With zero padding and a symmetric kernel the blur matrix is symmetric, so the
+adjoint of the blur is the blur itself.
 
 An event is kept when its warped position lies inside the grid of pixel centres,
 ``0 <= x' <= width - 1`` and ``0 <= y' <= height - 1``; other events are dropped (no
 votes) and counted. Pixel (x, y) is image[y, x]; pixel centres sit at integer coordinates.
 
-Besides voting, this module gives each kernel's adjoint: the derivative of
-``sum_pixels C(x) K(x - x')`` w.r.t. the warped position x' (for the adjoint gradient
-of ``focus_ros.objective``).
+Besides voting, the window kernels give each kernel's adjoint (``gather_bilinear_cells``,
+``gather_gaussian_points``): the derivative of ``sum_pixels C(x) K(x - x')`` w.r.t. the
+warped position x' (for the adjoint gradient of ``focus_ros.objective``).
 
-Two layers: per-event functions (``vote_bilinear``, ``adjoint_gaussian``, …) with the
+Two layers: per-event functions (``vote_bilinear``, ``vote_gaussian``, …) with the
 array version ``accumulate`` for tests and tools, and the engine's window kernels
 (``bilinear_cells``, ``vote_bilinear_cells``, ``gather_bilinear_cells``,
 ``vote_gaussian_points``, ``gather_gaussian_points``). The window kernels take
@@ -88,21 +89,6 @@ def vote_bilinear(image, x, y, weight):
 
 
 @numba.njit(cache=True, nogil=True, inline="always", fastmath=FASTMATH)
-def adjoint_bilinear(cotangent, x, y):
-    """d/d(x, y) of ``sum_pixels cotangent * K_bilinear(pixel - (x, y))`` at (x, y) (px)."""
-    height, width = cotangent.shape
-    left, fraction_x = _bilinear_cell(x, width)
-    top, fraction_y = _bilinear_cell(y, height)
-    c00 = cotangent[top, left]
-    c01 = cotangent[top, left + 1]
-    c10 = cotangent[top + 1, left]
-    c11 = cotangent[top + 1, left + 1]
-    d_x = (1.0 - fraction_y) * (c01 - c00) + fraction_y * (c11 - c10)
-    d_y = (1.0 - fraction_x) * (c10 - c00) + fraction_x * (c11 - c01)
-    return d_x, d_y
-
-
-@numba.njit(cache=True, nogil=True, inline="always", fastmath=FASTMATH)
 def gaussian_axis_weights(center, sigma, weights, derivatives):
     """Normalised 1-D weights of the truncated Gaussian around ``center`` (px).
 
@@ -156,30 +142,6 @@ def vote_gaussian(image, x, y, weight, sigma, scratch):
             column = first_x + m
             if 0 <= column < width:
                 image[row, column] += row_weight * scratch[0, m]
-
-
-@numba.njit(cache=True, nogil=True, inline="always", fastmath=FASTMATH)
-def adjoint_gaussian(cotangent, x, y, sigma, scratch):
-    """d/d(x, y) of ``sum_pixels cotangent * K_gaussian(pixel - (x, y))`` at (x, y) (px)."""
-    height, width = cotangent.shape
-    first_x, count_x = gaussian_axis_weights(x, sigma, scratch[0], scratch[1])
-    first_y, count_y = gaussian_axis_weights(y, sigma, scratch[2], scratch[3])
-    d_x = 0.0
-    d_y = 0.0
-    for n in range(count_y):
-        row = first_y + n
-        if row < 0 or row >= height:
-            continue
-        along_x = 0.0
-        along_x_derivative = 0.0
-        for m in range(count_x):
-            column = first_x + m
-            if 0 <= column < width:
-                along_x += cotangent[row, column] * scratch[0, m]
-                along_x_derivative += cotangent[row, column] * scratch[1, m]
-        d_x += scratch[2, n] * along_x_derivative
-        d_y += scratch[3, n] * along_x
-    return d_x, d_y
 
 
 @numba.njit(cache=True, nogil=True, fastmath=FASTMATH)
@@ -284,8 +246,8 @@ def vote_bilinear_cells(cell, fraction_x, fraction_y, kept, weights, plane_offse
 @numba.njit(**KERNEL_OPTIONS)
 def gather_bilinear_cells(cell, fraction_x, fraction_y, kept, weights, plane_offset, width, cotangent,
                           d_x, d_y, add):
-    """Per event, weights[k] * d/dx' of ``sum_pixels cotangent * K_bilinear(pixel - x'_k)``
-    (``adjoint_bilinear``) into d_x, d_y (or added to them when ``add``); 0 for dropped events."""
+    """Per event, weights[k] * d/dx' of ``sum_pixels cotangent * K_bilinear(pixel - x'_k)`` (the
+    bilinear kernel's adjoint) into d_x, d_y (or added to them when ``add``); 0 for dropped events."""
     for k in range(cell.shape[0]):
         index = cell[k] + plane_offset[k]
         right = fraction_x[k]
@@ -340,8 +302,8 @@ def vote_gaussian_points(warped_x, warped_y, weights, plane_offset, width, heigh
 @numba.njit(**KERNEL_OPTIONS)
 def gather_gaussian_points(warped_x, warped_y, kept, weights, plane_offset, width, height, sigma, cotangent,
                            d_x, d_y, add, scratch):
-    """Per event, weights[k] * d/dx' of ``sum_pixels cotangent * K_gaussian(pixel - x'_k)``
-    (``adjoint_gaussian``) into d_x, d_y (or added when ``add``); 0 for dropped events."""
+    """Per event, weights[k] * d/dx' of ``sum_pixels cotangent * K_gaussian(pixel - x'_k)`` (the
+    Gaussian kernel's adjoint) into d_x, d_y (or added when ``add``); 0 for dropped events."""
     for k in range(warped_x.shape[0]):
         along_x = 0.0
         along_y = 0.0
@@ -382,7 +344,7 @@ def gather_gaussian_points(warped_x, warped_y, kept, weights, plane_offset, widt
 
 #: radius of the IWE blur's taps in standard deviations: sigma = 1 px gives 5 taps per axis.
 #: The taps at 3 sigma that a 3-sigma truncation would add hold 0.9 % of the weight; leaving
-#: them out makes each of the two blurs of an evaluation ~25 % cheaper (57 vs 76 µs on 240x180).
+#: them out makes each of the two blurs of an evaluation cheaper (5 taps per axis instead of 7).
 BLUR_TRUNCATION = 2.0
 
 

@@ -9,9 +9,9 @@
 - ``bfgs``: quasi-Newton with the full inverse-Hessian update (P = 2 or 3 parameters),
   the same line search with the curvature tolerance ``quasi_newton_line_search_tolerance``
   (0.9, as usual for quasi-Newton: the unit step is accepted when it decreases the cost
-  enough), updates skipped when s.y <= 0 (gradient noise). About half the evaluations
-  of CG on the real slices, but not the default: on the synthetic known-rotation test
-  it misses the motion with the range loss (1.07 rad/s off) where CG finds it.
+  enough), updates skipped when s.y <= 0 (gradient noise). Fewer evaluations than CG
+  (BENCHMARKS.md, "Engine: warp + IWE + loss + gradient"), but not the default: on the
+  synthetic known-rotation test it misses the motion with the range loss where CG finds it.
 - ``lbfgs``: quasi-Newton alternative, scipy's L-BFGS-B (no warm-start matrix).
 
 All stop on: gradient norm <= gradient_tolerance, relative cost change over an
@@ -25,18 +25,17 @@ carries ``inverse_hessian``, an estimate of the cost's inverse Hessian at the mi
 (BFGS: its matrix; CG: a Barzilai-Borwein s.y / y.y times the identity); passing it as
 ``inverse_hessian`` of the next problem gives BFGS its starting matrix (first step: the
 quasi-Newton step) and CG the length of its first step (the Rayleigh quotient
-g.Hg / g.g along -g) instead of a fixed length ``initial_step``. Measured on the real
-slices with bilinear voting, the matrix at the end of a solve reflects the gradient's
-voting noise more than the curvature: carried to a window 0.3 rad/s off it made BFGS
-slower (median 22 instead of 18 evaluations) and CG no faster, so the angular-velocity
-estimator does not carry it.
+g.Hg / g.g along -g) instead of a fixed length ``initial_step``. With bilinear voting the
+matrix at the end of a solve reflects the gradient's voting noise more than the curvature:
+on the real slices, carried to the next problem it made BFGS slower and CG no faster, so
+the angular-velocity estimator does not carry it.
 
-Stopping in the noise: with bilinear voting the gradient has a noise floor (about 1e-3
-of the normalised cost per rad/s near the optimum), so the default value_tolerance
-(1e-7) lets the optimizers wander there. ``REAL_TIME_SETTINGS`` (value_tolerance 1e-5,
-which moves the estimate by ~0.01-0.05 rad/s, far below the paper's ~0.3 rad/s RMS
-errors) with "bfgs" converges a window started 0.3 rad/s off in a median 9-18
-evaluations (boxes, poster, shapes) instead of CG's 25-49 at the defaults.
+Stopping in the noise: with bilinear voting the gradient has a noise floor near the
+optimum, so the default value_tolerance (1e-7) lets the optimizers wander there.
+``REAL_TIME_SETTINGS`` stops at a relative cost change of 1e-5 instead: that moves the
+estimate by a small fraction of the paper's RMS errors, and with "bfgs" a window started
+0.3 rad/s off converges in about a third of CG's evaluations at the defaults (BENCHMARKS.md,
+"Engine: warp + IWE + loss + gradient").
 """
 
 from __future__ import annotations
@@ -55,10 +54,22 @@ CostFunction = Callable[[np.ndarray], "tuple[float, np.ndarray]"]
 class OptimizerSettings:
     """Stopping rules and line-search parameters (theta in its own units, e.g. rad/s).
 
-    initial_step: length of the first trial step along the first direction;
-    line_search_tolerance: accept a step when |c'(alpha)| <= tol |c'(0)| (strong Wolfe curvature);
-    sufficient_decrease: Armijo constant; max_iterations: cap on line searches (iterations);
-    max_evaluations: cap on value+gradient evaluations.
+    The defaults of the CG ones are those of a public C++ rotational CMax system (module
+    docstring): gradient tolerance 1e-3, initial step 0.1, line-search tolerance 0.05, at
+    most 50 line searches.
+
+    gradient_tolerance: stop when the cost's gradient norm is at most this (cost per unit
+    of theta); value_tolerance: stop when the relative cost change over an iteration is at
+    most this (1e-7; module docstring, "Stopping in the noise"); step_tolerance: stop when a
+    step is at most this long, and resolve no finer step in the line search (units of
+    theta); max_iterations: cap on line searches (iterations); max_evaluations: cap on
+    value+gradient evaluations; initial_step: length of the first trial step along the
+    first direction (units of theta); line_search_tolerance: accept a step when
+    |c'(alpha)| <= tol |c'(0)| (strong Wolfe curvature; CG); sufficient_decrease: Armijo
+    constant (1e-4, the textbook value); max_line_search_evaluations: cap on trial points
+    per line search; quasi_newton_line_search_tolerance: the curvature tolerance of BFGS
+    (0.9, as usual for quasi-Newton: the unit step is accepted when it decreases the cost
+    enough).
     """
 
     gradient_tolerance: float = 1e-3

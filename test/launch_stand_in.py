@@ -1,8 +1,9 @@
 """A stand-in for `launch` / `launch_ros`, to evaluate launch files where ROS 2 launch is absent.
 
-`launch` and `launch_ros` are not installable from PyPI (design.md §4), so the tests load each
-launch file with these modules in their place. The stand-in records what the launch file
-builds and resolves it the way launch_ros does:
+`launch` and `launch_ros` are not installable from PyPI (docs/design.md, section 4 "ROS 2 from PyPI
+wheels and the serialization speed trap"), so the tests load each launch file with these modules
+in their place. The stand-in records what the launch file builds and resolves it the way
+launch_ros does:
 
 - a ``LaunchConfiguration`` is the value given on the command line (``name:=value``) or the
   ``DeclareLaunchArgument`` default; a missing required argument is an error;

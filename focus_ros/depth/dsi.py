@@ -27,10 +27,12 @@ first, middle and last events (0.02 px for 1024 events at 1 Mev/s, 0.25 m/s, z_m
 Memory: ``width · height · planes · 4`` bytes (float32): 240×180×100 = 17 MB,
 346×260×100 = 36 MB, 640×480×100 = 123 MB. Stored plane by plane,
 :attr:`DisparitySpaceImage.slices` (planes, height, width); :attr:`DisparitySpaceImage.votes`
-is the same memory seen as (height, width, planes), ``votes[y, x]`` being a pixel's ray. Events are processed in blocks of :data:`VOTE_BLOCK_EVENTS`: their rays
-first, then their votes plane by plane, so that the slice being written stays in cache
-(with large parallax an event's votes in consecutive planes are pixels apart: voting
-event by event into all planes ran 7x slower at slider_depth's parallax). The rays take
+is the same memory seen as (height, width, planes), ``votes[y, x]`` being a pixel's ray.
+Events are processed in blocks of :data:`VOTE_BLOCK_EVENTS`: their rays first, then their
+votes plane by plane, so that the slice being written stays in cache
+(with large parallax an event's votes in consecutive planes are pixels apart, so voting
+event by event into all planes makes nearly every vote a cache miss; BENCHMARKS.md,
+"Depth: DSI, focus on patches, keyframes"). The rays take
 28 bytes per event while a batch of events is added. ``max_bytes``
 (default 512 MiB) bounds it; larger requests raise ValueError saying what they would cost.
 """
@@ -65,9 +67,9 @@ def plane_depths_m(z_min_m: float, z_max_m: float, planes: int) -> np.ndarray:
 
 
 #: events voted plane by plane together: per plane their ray arrays (28 bytes per event) are
-#: read in order while the votes go to one slice (172 kB at 240x180, in cache). Measured on
-#: 0.67 M slider events x 100 planes (CPU s): blocks of 4096 1.07, 16384 0.55, 65536 0.44,
-#: 1 M 0.39 -- each block re-reads every slice, so the larger the better.
+#: read in order while the votes go to one slice (172 kB at 240x180, in cache). Each block
+#: re-reads every slice, so the larger the better (block sizes compared in BENCHMARKS.md,
+#: "Depth: DSI, focus on patches, keyframes").
 VOTE_BLOCK_EVENTS = 1 << 20
 
 

@@ -21,14 +21,14 @@ from focus_ros.objective import Objective, supported_polarity_modes
 from focus_ros.optimize import OPTIMIZERS, REAL_TIME_SETTINGS, OptimizerSettings, minimize
 
 #: standard deviation (px) of the IWE blur for the spatial losses (Table 1 "Spatial? yes"): the
-#: paper's epsilon = 1 px Gaussian Dirac (bilinear voting, then a blur; about +120-190 µs per
-#: value+gradient). Measured on the simulated rotation at up to 655 deg/s (97 windows, warm
-#: started) it makes local MAD, Moran's I and Geary's C without polarity, the Laplacian and
-#: Hessian magnitudes and the variance of the Laplacian track (53-842 -> 2.6-17 deg/s RMS), and
-#: lets them start from 0 on the real boxes_rotation slice. The statistical (non-spatial)
-#: losses are better without it: their value does not look at neighbourhoods, the blur only
-#: lowers their contrast (variance 2.7 -> 4.3 deg/s RMS, mean timestamp 5 -> 181) and costs the
-#: variance its 300-µs budget. See :func:`default_blur_sigma_px`.
+#: paper's epsilon = 1 px Gaussian Dirac, built as bilinear voting then a blur (two image filters
+#: per value+gradient). Without it the neighbourhood losses (local MAD, Moran's I and Geary's C
+#: without polarity, the Laplacian and Hessian magnitudes, the variance of the Laplacian) lose
+#: track of fast rotations and cannot start from omega = 0 on real data. The statistical
+#: (non-spatial) losses are better without it: their value does not look at neighbourhoods, so
+#: the blur only lowers their contrast, and it would cost the variance its time budget.
+#: Measurements: EVALUATION.md, "Where this implementation differs, and why" (accuracy) and
+#: BENCHMARKS.md, "Engine: warp + IWE + loss + gradient" (cost). See :func:`default_blur_sigma_px`.
 SPATIAL_LOSS_BLUR_SIGMA_PX = 1.0
 
 #: reference-time choices: the window's first event, the middle of its span, its last event
@@ -40,49 +40,74 @@ ROTATION_WARPS = ("exact", "small_angle")
 
 @dataclass(frozen=True)
 class AngularVelocitySettings:
-    """How to estimate.
+    """How to estimate one window's angular velocity; [default], then meaning, unit and why.
 
-    loss: a focus_ros.losses registry name; use_polarity: b_k = p_k (True) or 1 (False);
-    kernel: "bilinear" | "gaussian" (sigma px); t_ref: "start" | "middle" | "end";
-    warp: "exact" (exponential map) | "small_angle"; optimizer: "cg" (paper, default) | "bfgs" | "lbfgs";
-    max_angular_velocity: rad/s, an estimate beyond it is reported degenerate (diverged);
-    min_events: fewer events make the window degenerate;
-    gap_reset_windows: warm start is dropped (back to 0) when the gap since the previous
-    window exceeds this many window durations;
-    warm_start: "previous" (default: the last estimate, the paper's choice) or "extrapolate"
-    (the line through the last two estimates, evaluated at this window's t_ref: constant
-    angular acceleration; see :func:`real_time_settings`);
-    blur_sigma_px: Gaussian blur (px) of the IWE before the loss, 0 = none, None = the
-    loss's default (:func:`default_blur_sigma_px`);
-    recovery: check every window's optimum and recover doubtful ones. A window is doubtful
-    when it started cold (no warm start) or when its focus improvement over omega = 0,
-    (score - score_at_zero) / |score_at_zero|, is below ``doubt_ratio`` times the median of
-    the last ``doubt_history`` accepted windows' (a wrong optimum barely sharpens the image).
-    It is then solved again coarse to fine: first on the middle 1/``recovery_sub_window`` of
-    its events (a shorter time span widens the basin of the optimum), from the warm start and
-    from 0, then on the whole window from the better of the two; the higher focus wins (among
-    estimates within ``max_angular_velocity``). When the second solve confirms the first
-    (within ``agreement_rad_s``) the window is fine (e.g.
-    omega crossing zero, where no motion means little gain); when they disagree and the
-    winner is still doubtful, the window is reported degenerate instead of published.
-    max_change_in_window_rad_s: the constant-velocity check. The warp assumes omega constant
-    over the window; when the angular acceleration alpha of the last estimates (rad/s^2, the
-    mean of the slopes between the last two windows and from the last window to this one; for
-    a cold window, measured on its two halves) times the window's time span predicts omega to
-    change by more than this (rad/s) within the window, the window is solved again with the
-    warp of constant angular acceleration alpha (omega(t) = omega + alpha (t - t_ref), omega
-    still the estimate at t_ref; the estimate's ``angular_acceleration``), kept when its IWE
-    is sharper than the constant-velocity estimate's on the same events. 0 = off.
-    max_change_with_acceleration_rad_s: when even that predicted change exceeds this (rad/s),
-    the acceleration is not constant over the window either (oscillations at a few Hz), so the
-    accelerated solve uses only the events within the span around t_ref over which omega
-    changes by this much, at least ``min_check_events`` of them. 0 = the whole window always.
-    cold_acceleration_refinements: a cold window's acceleration, measured on its halves solved
-    with the constant-velocity warp, comes out too small when omega changes fast (each half
-    is itself an average over a changing omega: 19 against 46 rad/s^2 on the simulated
-    rotation). Up to this many times, the halves are solved again with the warp of the last
-    acceleration, which gives the next one, and the window with that (stopping when it
-    changes by less than 10 %, or when its solve is no sharper than constant velocity).
+    The defaults are the paper's choices where it makes one (``focus-ros evaluate`` uses
+    them); :func:`real_time_settings` gives the node's and ``focus-ros estimate``'s.
+
+    - loss ["variance"]: a focus_ros.losses registry name; the paper's reference loss, among
+      the most accurate and cheapest (EVALUATION.md, "(a) Simulated dataset-like rotation").
+    - use_polarity [False]: b_k = p_k (True) or 1 (False); the variance does better without.
+    - kernel ["bilinear"] | "gaussian", sigma [1.0 px, the paper's epsilon; Gaussian only]:
+      how events vote into the IWE. A Gaussian per event costs an order of magnitude more per
+      evaluation (BENCHMARKS.md, "Engine"); the spatial losses get the paper's smoothing from
+      ``blur_sigma_px`` instead.
+    - t_ref ["middle"] | "start" | "end": the time the events are warped to and the estimate
+      is stamped with; the middle halves the largest |t_k - t_ref| the warp must bridge.
+    - warp ["exact"] (exponential map) | "small_angle": the latter is a speed option.
+    - optimizer ["cg"] (Fletcher-Reeves, the paper's) | "bfgs" | "lbfgs": BFGS needs fewer
+      evaluations but misses the motion with the range loss where CG finds it
+      (:mod:`focus_ros.optimize`); optimizer_settings [``OptimizerSettings()``]: its stopping
+      rules, in rad/s.
+    - max_angular_velocity [50.0 rad/s, about 2,900 deg/s]: an estimate beyond it is reported
+      degenerate (diverged); far above the dataset's fastest rotations (docs/design.md,
+      section 3), so it only catches runaway solves.
+    - min_events [100 events]: fewer make the window degenerate; a floor far below the
+      paper's 30,000-event windows.
+    - gap_reset_windows [10.0 window durations]: a longer gap since the previous window drops
+      the warm start (back to 0), as the public rotational CMax system does (docs/design.md,
+      section 1).
+    - loss_options [None: ``LossOptions()``]: the losses' parameters.
+    - blur_sigma_px [None]: Gaussian blur (px) of the IWE before the loss, 0 = none, None =
+      the loss's default (:func:`default_blur_sigma_px`, :data:`SPATIAL_LOSS_BLUR_SIGMA_PX`).
+    - warm_start ["previous"]: each window starts from the last estimate (the paper's), or
+      "extrapolate": from the line through the last two estimates at this window's t_ref
+      (constant angular acceleration; fewer evaluations, see :func:`real_time_settings`).
+    - recovery [True]: check every window's optimum and recover doubtful ones, since an RMS
+      hides single windows far off (EVALUATION.md, "Per-window errors: doubtful optima and
+      changing ω"). A window is doubtful when it started cold (no warm start) or when its
+      focus improvement over omega = 0, (score - score_at_zero) / |score_at_zero|, is below
+      ``doubt_ratio`` [0.5: half] times the median of the last ``doubt_history`` [16]
+      accepted windows' (at least 3 of them; a wrong optimum barely sharpens the image). It
+      is then solved again coarse to fine: on the middle 1/``recovery_sub_window`` [4] of its
+      events (a quarter of the time span: a basin of the optimum four times as wide), from the
+      warm start and from 0, then on the whole window from the better of the two; the higher
+      focus wins (among estimates within ``max_angular_velocity``). When the second solve
+      confirms the first (within ``agreement_rad_s`` [0.2 rad/s, about 11 deg/s]) the window
+      is fine (e.g. omega crossing zero, where no motion means little gain); when they
+      disagree and the winner is still doubtful, the window is reported degenerate instead of
+      published.
+    - max_change_in_window_rad_s [1.0 rad/s; 0 = off]: the constant-velocity check. The warp
+      assumes omega constant over the window; when the angular acceleration alpha of the last
+      estimates (rad/s^2, the mean of the slopes between the last two windows and from the
+      last window to this one; for a cold window, measured on its two halves) times the
+      window's time span predicts omega to change by more than this within the window, the
+      window is solved again with the warp of constant angular acceleration alpha
+      (omega(t) = omega + alpha (t - t_ref), omega still the estimate at t_ref; the estimate's
+      ``angular_acceleration``), kept when its IWE is sharper than the constant-velocity
+      estimate's on the same events. It never fires at constant omega, and removes the
+      largest misses in fast oscillations (EVALUATION.md, "Per-window errors").
+    - max_change_with_acceleration_rad_s [1.5 rad/s; 0 = the whole window always]: beyond
+      this predicted change the acceleration is not constant over the window either
+      (oscillations at a few Hz), so the accelerated solve uses only the events of the span
+      around t_ref over which omega changes by this much, at least ``min_check_events``
+      [8000 events] of them.
+    - cold_acceleration_refinements [3]: a cold window's acceleration, measured on halves
+      solved with the constant-velocity warp, comes out wrong when omega changes fast (each
+      half is itself an average over a changing omega). Up to this many times, the halves
+      are solved again with the warp of the last acceleration, which gives the next one, and
+      the window with that (stopping when it changes by less than 10 %, or when its solve is
+      no sharper than constant velocity).
     """
 
     loss: str = "variance"
@@ -113,18 +138,17 @@ class AngularVelocitySettings:
 def real_time_settings(**changes) -> AngularVelocitySettings:
     """The settings of the ROS node and of ``focus-ros estimate`` unless told otherwise: BFGS
     stopped at a relative cost change of 1e-5 (``REAL_TIME_SETTINGS``) and the extrapolated
-    warm start. Measured on the simulated rotation at up to 700 deg/s (0.8 s, 86 windows of
-    30,000 events, variance): 8 evaluations and 4.4 ms per window, 2.8 deg/s RMS, against
-    the paper's CG (``AngularVelocitySettings()``, used by ``focus-ros evaluate``): 18
-    evaluations, 9 ms, 2.6 deg/s with the same warm start; 30.5, 19 ms with the previous
-    estimate as warm start."""
+    warm start. On fast rotation this takes about half the evaluations and time per window of
+    the paper's CG (``AngularVelocitySettings()``, used by ``focus-ros evaluate``) with the
+    same warm start, for about the same error (BENCHMARKS.md, "Engine: warp + IWE + loss +
+    gradient", consecutive windows)."""
     return replace(AngularVelocitySettings(optimizer="bfgs", optimizer_settings=REAL_TIME_SETTINGS,
                                            warm_start="extrapolate"), **changes)
 
 
 def default_blur_sigma_px(loss) -> float:
     """The IWE blur (px) a loss gets unless told otherwise: 1 px for the spatial losses, 0 for
-    the statistical ones (see SPATIAL_LOSS_BLUR_SIGMA_PX for the measurements)."""
+    the statistical ones (see SPATIAL_LOSS_BLUR_SIGMA_PX for why)."""
     return SPATIAL_LOSS_BLUR_SIGMA_PX if loss.spatial else 0.0
 
 
@@ -380,9 +404,9 @@ class AngularVelocityEstimator:
             evaluation = evaluate(np.asarray(omega, dtype=np.float64))
             return -sign * evaluation.value / scale, -sign * evaluation.gradient / scale
 
-        # (the previous window's inverse-Hessian estimate is not passed on: measured on the
-        # real slices, it reflects the gradient noise of bilinear voting at the end of a
-        # solve and made BFGS slower, CG no faster; see focus_ros.optimize)
+        # (the previous window's inverse-Hessian estimate is not passed on: at the end of a
+        # solve it reflects the gradient noise of bilinear voting more than the curvature, and
+        # made BFGS slower, CG no faster; see focus_ros.optimize)
         result = minimize(cost, start, self.settings.optimizer, self.settings.optimizer_settings)
         omega = np.asarray(result.x, dtype=np.float64)
         final = evaluate(omega, with_gradient=False)

@@ -47,11 +47,10 @@ class DepthSettings:
 
     loss: registry loss for the focus curves; any name of
         ``focus_ros.depth.focus.PATCH_LOSSES``; ignored by method "max_vote". Default
-        "laplacian_magnitude": on the simulated slider (EVALUATION.md, Depth) it has 86.5 %
-        of its points within 5 % (median error 0.18 %) without polarity, against 73.9 %
-        (0.30 %) for EVO's local variance, at the same cost per keyframe (one 3×3
-        correlation per slice); only the variance of the Laplacian (88.2 %) and MAD
-        (86.8 %) do as well, at 4–6× its focus-stage time (BENCHMARKS.md, Depth).
+        "laplacian_magnitude": on the simulated slider it is among the most accurate losses
+        without polarity, clearly ahead of EVO's local variance at the same cost per
+        keyframe (one 3×3 correlation per slice); the few that match it cost several times
+        its focus-stage time (EVALUATION.md, "Depth"; BENCHMARKS.md, "Depth").
     use_polarity: votes carry the event polarity ±1 (True) or count 1 (False, default).
     method: "focus" (the paper: extremal focus of the patch loss) or "max_vote" (EMVS:
         the voxel with the most votes along the ray).
@@ -59,8 +58,9 @@ class DepthSettings:
     z_min_m, z_max_m: depth range of the planes, m (default 0.45–2.4 m, the paper's
         slider_depth figure); planes uniform in inverse depth.
     patch_size_px: side of the focus patch, odd px (paper: 3).
-    patch_sigma_px: σ of its Gaussian weights, px (default 1.0; centre weight 1).
-    refine_peak: parabola through the peak and its neighbours (sub-plane depth).
+    patch_sigma_px: σ of its Gaussian weights, px (default 1.0, favouring the centre as the
+        paper's patch does; centre weight 1).
+    refine_peak: parabola through the peak and its neighbours (sub-plane depth; default True).
     threshold_block_px: side of the adaptive threshold's Gaussian window, odd px (EMVS 5).
     threshold_offset: a pixel is kept when the rank of its confidence among the observed
         pixels (0–1) exceeds the Gaussian mean rank of its neighbourhood by this (default 0);
@@ -70,7 +70,8 @@ class DepthSettings:
         default 5; 1 = none).
     events_per_pose: events sharing one interpolated pose in the DSI (EMVS: 1024).
     min_parallax_px: below this parallax (f · baseline · (1/z_min − 1/z_max), px) the
-        keyframe is reported as having no parallax and gets no depth (default 1.0 px).
+        keyframe is reported as having no parallax and gets no depth (default 1.0 px: with
+        less, the nearest and farthest planes differ by under a pixel, and depth would be noise).
     min_events: keyframes with fewer events get no depth (default 1000).
     max_dsi_bytes: memory bound of the DSI (default 512 MiB; 640×480×100 planes = 123 MB).
     loss_options: the losses' LossOptions (None: defaults).
@@ -126,8 +127,9 @@ class DepthKeyframe:
     depth_m: (H, W) float32, metres along the optical axis on the undistorted (pinhole K)
     grid of the reference view, NaN = unknown (REP-118); confidence: (H, W) float32, the
     contrast of the focus curve at its peak (score at the peak minus the curve's median,
-    loss units; NaN where no event voted; see focus_ros.depth.focus.focus_peaks); mask: (H, W) bool, the pixels of the semi-dense map; points_world: (M, 3)
-    float32 m; point_confidence: (M,) float32; pixels: (M, 2) int32 (x, y) of the points;
+    loss units; NaN where no event voted; see focus_ros.depth.focus.focus_peaks); mask: (H, W)
+    bool, the pixels of the semi-dense map; points_world: (M, 3) float32 m; point_confidence:
+    (M,) float32; pixels: (M, 2) int32 (x, y) of the points;
     event_count: events in the keyframe; vote_count: bilinear votes cast inside the image;
     parallax_px: f · largest camera displacement from the reference · (1/z_min − 1/z_max);
     pose_batch_error_px: bound on the vote displacement from sharing one pose per batch;

@@ -1,10 +1,10 @@
 """Patch optical flow by focus maximisation, window by window (the paper's Sec. 4.3).
 
 For each window of events the image is split into a grid of square patches
-(``focus_ros.patches.PatchGrid``); every patch gets the flow v (px/s, raw sensor pixels)
+(``focus_ros.flow.patches.PatchGrid``); every patch gets the flow v (px/s, raw sensor pixels)
 maximising the focus score ``sign * loss(IWE_patch(v))`` of its events warped by
 ``x'_k = x_k - (t_k - t_ref) v``. All patches are solved together: one engine call evaluates
-every patch (``PatchObjective``) and a batched BFGS (``focus_ros.optimize_batched``) runs one
+every patch (``PatchObjective``) and a batched BFGS (``focus_ros.flow.batched_bfgs``) runs one
 small problem per patch.
 
 The search runs in displacement units: u = v * T (px over the window's time span T), so that
@@ -31,8 +31,8 @@ A patch's flow is reported invalid (NaN) rather than wrong when (``REASONS``):
   produced a non-finite value.
 
 The drops come from the focus score at u* ± probe along x and y (4 batched value
-evaluations). The coarser pyramid levels only provide starts: they skip these checks. The confidence of a patch is its focus gain over v = 0,
-``(score(v*) - score(0)) / |score(0)|``.
+evaluations). The coarser pyramid levels only provide starts: they skip these checks. The
+confidence of a patch is its focus gain over v = 0, ``(score(v*) - score(0)) / |score(0)|``.
 """
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ from focus_ros.estimators.angular_velocity import default_blur_sigma_px, referen
 from focus_ros.events import NANOSECONDS_PER_SECOND, Events
 from focus_ros.losses import LOSSES, get_loss
 from focus_ros.optimize import OptimizerSettings
-from focus_ros.optimize_batched import minimize_batched
-from focus_ros.patches import PatchGrid, PatchObjective
+from focus_ros.flow.batched_bfgs import minimize_batched
+from focus_ros.flow.patches import PatchGrid, PatchObjective
 
 VALID, FEW_EVENTS, FLAT, APERTURE, OUT_OF_RANGE = 0, 1, 2, 3, 4
 #: reason code -> text (flow.csv's ``reason`` column, diagnostics)
@@ -55,8 +55,8 @@ REASONS = {VALID: "valid", FEW_EVENTS: "too few events", FLAT: "flat focus lands
            APERTURE: "aperture problem (one edge)", OUT_OF_RANGE: "flow out of range"}
 
 #: the batched optimiser's settings in displacement units (px over the window): first step
-#: 0.5 px, stop when a step moves less than 0.001 px or the relative cost change is below 1e-5,
-#: at most 15 iterations
+#: 0.5 px, stop when a step moves less than 0.02 px, the relative cost change is below 1e-4 or
+#: the gradient norm below 1e-6, at most 10 iterations of at most 4 line-search trials
 FLOW_OPTIMIZER_SETTINGS = OptimizerSettings(gradient_tolerance=1e-6, value_tolerance=1e-4, step_tolerance=0.02,
                                             max_iterations=10, initial_step=0.5, max_line_search_evaluations=4)
 
@@ -68,26 +68,30 @@ WARM_FILLS = ("affine", "rings")
 
 @dataclass(frozen=True)
 class OpticalFlowSettings:
-    """How to estimate patch flow (units in the names; defaults in brackets).
+    """How to estimate patch flow (units in the names; defaults in brackets; the reasons for the
+    defaults, measured, are in EVALUATION.md, "Flow: patch optical flow").
 
     loss [variance]: registry name (not the timestamp loss; counts-only losses without polarity);
-    use_polarity [False]: b_k = p_k; patch_size_px [15] and patch_stride_px [= size]: the grid;
+    use_polarity [False]: b_k = p_k; patch_size_px [15, the paper's] and patch_stride_px [= size]: the grid;
     margin_px [8]: events within this many px of a patch are warped into it (px); adaptive_margin
     [True]: with a warm start, each patch gathers only within the margin its previous flow needs —
     motion from t_ref to the window's far end × margin_growth [1.25] + margin_slack_px [2.0] px,
     at most margin_px (a flow found beyond a patch's margin is reported out of range);
     border_px [2]: the patch IWE's border (px); t_ref ["middle"]: "start" | "middle" | "end";
     blur_sigma_px [None = 1 px for spatial losses, else 0]: IWE blur (px, at most 1);
-    min_events_per_patch [150], min_window_events [1000]; probe_px [1.0]: displacement (px over the
+    min_events_per_patch [150: the error falls with the events per patch, so fewer valid patches
+    buy accuracy], min_window_events [1000]; probe_px [1.0]: displacement (px over the
     window) of the curvature probe; min_relative_drop [0.02]; min_aperture_ratio [0.15];
-    warm_start [True]: start from the previous window's flows; warm_fill ["affine"]: a patch
+    warm_start [True]: start from the previous window's flows; warm_fill ["affine": more accurate
+    and fewer iterations than the neighbours' mean]: a patch
     without one starts from the affine flow field fitted to the others (``fill_affine``) or
     ("rings") from the nearest ones (``fill_from_neighbours``); gap_reset_windows [10]: forget them
     after a gap of that many window durations; pyramid_patch_sizes [(45,)]: coarser patch sizes
     (px, e.g. (60, 30); () for none) solved first, coarse to fine; max_step_px [2.0]: longest optimiser step (px
     over the window); straggler_share [0.05]: the batched solve stops when no more than this share
     of the patches still iterate (they keep their best point so far); optimizer_settings: the batched BFGS's
-    stopping rules in px over the window (FLOW_OPTIMIZER_SETTINGS).
+    stopping rules in px over the window (FLOW_OPTIMIZER_SETTINGS; tighter ones gain nothing measurable);
+    loss_options [None: ``LossOptions()``]: the losses' parameters.
     """
 
     loss: str = "variance"
@@ -154,7 +158,7 @@ def aperture_ratio(tiles: np.ndarray, border: int) -> np.ndarray:
     texture. NaN for a tile without gradient."""
     from focus_ros.iwe import gaussian_blur_kernel
     from focus_ros.losses import filters
-    from focus_ros.patch_losses import GAP_ROWS, tile_filter
+    from focus_ros.flow.patch_losses import GAP_ROWS, tile_filter
 
     count, tile, _ = tiles.shape
     stack = np.zeros((count, tile + GAP_ROWS, tile))
@@ -411,9 +415,11 @@ class OpticalFlowEstimator:
         worse = active & (score < start_score)
         u = np.where(worse[:, None], start, u)
         score = np.where(worse, start_score, score)
-        confidence[active] = ((score - score_at_zero) / np.where(score_at_zero != 0, np.abs(score_at_zero), 1.0))[active]
+        confidence[active] = ((score - score_at_zero)
+                              / np.where(score_at_zero != 0, np.abs(score_at_zero), 1.0))[active]
         reason[active & ~np.all(np.isfinite(u), axis=1)] = OUT_OF_RANGE
-        reason[active & (np.linalg.norm(np.nan_to_num(u), axis=1) * reach > self.objective.patch_margins)] = OUT_OF_RANGE
+        beyond_margin = np.linalg.norm(np.nan_to_num(u), axis=1) * reach > self.objective.patch_margins
+        reason[active & beyond_margin] = OUT_OF_RANGE
         if not self.is_coarse_level:
             reason = self._check_curvature(u, score, reason, scores)
         flow = np.where((reason == VALID)[:, None], u / span_s, np.nan)

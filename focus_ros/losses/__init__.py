@@ -7,13 +7,29 @@ image of warped events (IWE), for the adjoint route of the engine.
     value, grad_image, grad_timestamp_image = loss.evaluate(iwe)
     score = loss.sign * value          # higher is sharper, whatever the goal
 
-Equation numbers refer to ``paper/focus-is-all-you-need.tex`` compiled as one document:
-the supplementary material continues the main paper's numbering (Supp. Eq. (19) on),
+Equation numbers refer to the paper and its supplementary material compiled as one
+document: the supplementary continues the main paper's numbering (Supp. Eq. (19) on),
 its sections are lettered A (Notation) … K (Analytical Derivatives).
 
-Registry: 25 names (Table 1's 22 losses, the area counted with its 4 weightings).
-To add a loss: write ``f(image, options) -> (value, gradient)`` in a module of this
-package and add one ``FocusLoss`` row to ``_REGISTRY`` below (and one test row).
+Public face: :class:`FocusLoss` (one registry row), :data:`LOSSES` (the registry: 25 names,
+Table 1's 22 losses with the area counted in its 4 weightings), :func:`get_loss`, and
+:class:`LossOptions` (every loss parameter, with the paper's defaults).
+
+Where things go: the losses by family in ``statistical`` (variance, MS, MAD, MAV, mean
+timestamp), ``support`` (image area), ``histogram`` (entropy, range), ``local`` (local
+statistics, Moran's I, Geary's C) and ``derivative`` (gradient / Laplacian / Hessian
+magnitudes, DoG, LoG and their variances); shared pieces in ``filters`` (zero-padded filters
+and their adjoints), ``smooth`` (smooth |x| and sign), ``reductions`` (BLAS-free inner
+products) and ``options``.
+
+A 23rd loss is one function + one registry row + one test row (+ one depth row): write
+``f(image, options) -> (value, gradient)`` in the module of its family; add one ``FocusLoss``
+row to ``_REGISTRY`` below; add its reference formula to ``REFERENCES`` (and its goal to
+``GOALS``) in ``test/test_losses.py``; and say in ``focus_ros.depth.focus`` whether it has a
+patch form (``QUADRATIC_LOSSES`` / ``ELEMENTWISE_LOSSES``) or why not (``NOT_ON_PATCHES``;
+``test/test_depth_focus.py`` checks that every loss is in one of them). Patch flow evaluates
+it tile by tile through the registry, or faster with a batched form in
+``focus_ros.flow.patch_losses``.
 """
 
 from __future__ import annotations
@@ -145,8 +161,10 @@ _REGISTRY = (
     FocusLoss("morans_index", "Moran's Index", "Eq. (17)", "min", local.morans_index, spatial=True),
     FocusLoss("gearys_contiguity_ratio", "Geary's Contiguity Ratio", "Eq. (18)", "max",
               local.gearys_contiguity_ratio, spatial=True),
-    FocusLoss("gradient_magnitude", "Gradient Magnitude", "Eq. (5)", "max", derivative.gradient_magnitude, spatial=True),
-    FocusLoss("laplacian_magnitude", "Laplacian Magnitude", "Eq. (6)", "max", derivative.laplacian_magnitude, spatial=True),
+    FocusLoss("gradient_magnitude", "Gradient Magnitude", "Eq. (5)", "max", derivative.gradient_magnitude,
+              spatial=True),
+    FocusLoss("laplacian_magnitude", "Laplacian Magnitude", "Eq. (6)", "max", derivative.laplacian_magnitude,
+              spatial=True),
     FocusLoss("hessian_magnitude", "Hessian Magnitude", "Eq. (7)", "max", derivative.hessian_magnitude, spatial=True),
     FocusLoss("difference_of_gaussians", "Difference of Gauss. (DoG)", "Supp. Eq. (67)", "max",
               derivative.difference_of_gaussians, spatial=True),

@@ -1,9 +1,9 @@
 """Inner products of images without BLAS.
 
 numpy's ``dot`` / ``vdot`` hand 43,200-pixel inner products to the BLAS library, whose
-worker threads, on a machine whose cores are busy, were measured to stall a call for
-8-16 ms (instead of ~10 µs). This single-threaded loop (summation reassociated so it
-vectorizes) is fast and predictable.
+worker threads, on a machine whose cores are busy, can stall a microsecond-scale call for
+milliseconds. This single-threaded loop (summation reassociated so it vectorizes) is fast
+and predictable.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ Keeping up: the subscription callback only decodes, checks and cuts windows, and
 complete window to the estimator through shared memory; the estimator runs in a process of
 its own (``estimator_process``, default) so that its time per window does not depend on the
 executor thread, and a thread of the node collects its results and publishes them
-(:class:`~focus_ros.estimators.worker.EstimatorRunner`, the execution model of all three
+(:class:`~focus_ros.runtime.EstimatorRunner`, the execution model of all three
 nodes). A dead estimator process is restarted and counted. When
 windows complete faster than they are estimated, the newest one is taken, the warm start
 kept, and the skipped ones counted as dropped (``queue_policy: newest``, for live use); with
@@ -45,14 +45,15 @@ from focus_ros.camera import Calibration
 from focus_ros.estimators.angular_velocity import (ROTATION_WARPS, T_REF_CHOICES, WARM_STARTS,
                                                    AngularVelocityEstimator, AngularVelocitySettings,
                                                    degeneracy_of, real_time_settings)
-from focus_ros.estimators.worker import EstimatorRunner, Job, PictureRate
+from focus_ros.runtime import EstimatorRunner, Job, PictureRate
 from focus_ros.iwe import KERNELS
 from focus_ros.losses import LOSSES, get_loss
 from focus_ros.optimize import OPTIMIZERS
 from focus_ros.ros import messages
 from focus_ros.ros.entry_point import run_node
 from focus_ros.ros.estimating_node import RUNNER_PARAMETERS, EstimatingNode
-from focus_ros.ros.event_input import EventBatch, EventInput, descriptor
+from focus_ros.ros.event_input import EventBatch, EventInput
+from focus_ros.ros.parameters import descriptor
 from focus_ros.visualization import iwe_to_rgb, saturation_scale
 from focus_ros.windows import CountWindowCutter, DurationWindowCutter
 
@@ -141,9 +142,9 @@ class AngularVelocityNode(EstimatingNode):
             images_wanted=PictureRate(lambda: self.get_parameter("image_rate_hz").value,
                                       lambda: any(publisher.get_subscription_count() > 0
                                                   for publisher in self._image_publishers.values())))
-        # the event messages are taken on the input's own thread, outside rclpy's executor (half
-        # the node's CPU at 1,000 messages/s: BENCHMARKS.md); _on_events and the parameter and
-        # calibration callbacks share self._lock
+        # the event messages are taken on the input's own thread, outside rclpy's executor (which
+        # costs about as much per message as the input's own work: BENCHMARKS.md, "The executor's
+        # CPU per event message"); _on_events and the parameter and calibration callbacks share self._lock
         self._input = EventInput(self, self._on_events, self._on_calibration, own_thread=True)
         self._warn_once = self._input.warn_once
         self.add_on_set_parameters_callback(self._on_set_parameters)

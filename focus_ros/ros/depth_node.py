@@ -11,7 +11,7 @@ Events are held until poses cover them (bounded by ``max_held_events``); then a 
 selector cuts keyframes every ``keyframe_events`` events or every ``keyframe_baseline_m``
 metres of camera travel, and the estimator builds each keyframe's disparity space image and its
 depth from focus (:class:`~focus_ros.estimators.depth.DepthEstimator`) as the other nodes' do
-(:class:`~focus_ros.estimators.worker.EstimatorRunner`): in a process of its own, the keyframe's
+(:class:`~focus_ros.runtime.EstimatorRunner`): in a process of its own, the keyframe's
 events through shared memory and its poses pickled beside them (``estimator_process``, default;
 false = a thread of the node), never in the executor's thread; a dead process is restarted and
 counted in ``/diagnostics``. Per keyframe it publishes
@@ -44,13 +44,14 @@ from sensor_msgs.msg import Image, PointCloud2
 
 from focus_ros.camera import Calibration
 from focus_ros.estimators.depth import DepthSettings, KeyframeSelector, depth_method_names
-from focus_ros.estimators.worker import EstimatorRunner, Job
+from focus_ros.runtime import EstimatorRunner, Job
 from focus_ros.events import NANOSECONDS_PER_SECOND, Events
 from focus_ros.poses import PoseError, Trajectory, pose_matrix, quaternion_to_matrix
 from focus_ros.ros import depth_messages, messages
 from focus_ros.ros.entry_point import run_node
 from focus_ros.ros.estimating_node import RUNNER_PARAMETERS, EstimatingNode
-from focus_ros.ros.event_input import EventBatch, EventInput, descriptor
+from focus_ros.ros.event_input import EventBatch, EventInput
+from focus_ros.ros.parameters import descriptor
 
 POINTS_FRAMES = ("world", "camera")
 

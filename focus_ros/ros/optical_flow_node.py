@@ -21,7 +21,7 @@ same as ``focus-ros flow``). Publishes
   ``patches_valid``, ``patches_few_events``, ``patches_flat``, ``patches_aperture``,
   ``patches_out_of_range``).
 
-The estimator runs as the angular velocity node's does (:class:`~focus_ros.estimators.worker.EstimatorRunner`):
+The estimator runs as the angular velocity node's does (:class:`~focus_ros.runtime.EstimatorRunner`):
 in a process of its own fed through shared memory (``estimator_process``, default; false = a
 thread of the node), a dead process restarted and counted in ``/diagnostics``. With
 ``queue_policy: newest`` (live) it skips to the newest complete window and counts the skipped
@@ -41,12 +41,13 @@ from sensor_msgs.msg import Image
 from focus_ros.camera import Calibration
 from focus_ros.estimators.optical_flow import (APERTURE, FEW_EVENTS, FLAT, OUT_OF_RANGE, REASONS, T_REF_CHOICES, VALID,
                                                OpticalFlowEstimator, OpticalFlowSettings)
-from focus_ros.estimators.worker import EstimatorRunner, Job, PictureRate
+from focus_ros.runtime import EstimatorRunner, Job, PictureRate
 from focus_ros.losses import LOSSES
 from focus_ros.ros import messages
 from focus_ros.ros.entry_point import run_node
 from focus_ros.ros.estimating_node import RUNNER_PARAMETERS, EstimatingNode
-from focus_ros.ros.event_input import EventBatch, EventInput, descriptor
+from focus_ros.ros.event_input import EventBatch, EventInput
+from focus_ros.ros.parameters import descriptor
 from focus_ros.windows import CountWindowCutter, DurationWindowCutter
 
 DEFAULTS = OpticalFlowSettings()
