@@ -1,21 +1,39 @@
-"""focus_ros: motion compensation for event cameras with the focus loss functions of
-Gallego, Gehrig and Scaramuzza, "Focus Is All You Need" (CVPR 2019).
+"""focus_ros: motion compensation for event cameras with the focus loss functions of Gallego,
+Gehrig and Scaramuzza, "Focus Is All You Need" (CVPR 2019).
 
-The data flow, and the modules along it:
+The package follows the data flow, one room per step:
 
-    sources (text, bags, simulator, ROS topics) -> events / windows -> camera and warps
-    -> image of warped events (IWE) -> focus losses -> optimizer -> estimators
-    -> ROS nodes (focus_ros.ros) / command line (focus_ros.cli)
+    sources    ECD text folders, ROS 1/2 bags, the simulator  (focus_ros.sources)
+    codecs     event messages on the wire <-> Events, one module per format  (focus_ros.codecs)
+    events     Events (x, y px; t ns; p ±1), windows of events, checks on a live stream
+               (events, windows, stream)
+    camera     calibration, undistorted bearing look-up table; camera trajectories  (camera, poses)
+    warps      point trajectories θ with their Jacobians  (warps)
+    IWE        image of warped events  (iwe; visualization turns it into pictures)
+    losses     the 22 focus losses, value and image-space gradient  (focus_ros.losses)
+    objective  warp -> IWE -> loss, and its gradient w.r.t. θ  (objective)
+    optimizer  non-linear CG, BFGS, L-BFGS  (optimize)
+    estimators one per task on the steps above: angular velocity (θ = ω), depth (θ = Z),
+               optical flow (θ = v)  (focus_ros.estimators, with each task's own engine parts in
+               focus_ros.depth and focus_ros.flow)
+    runtime    how an estimator runs beside a node: inline, thread, process  (focus_ros.runtime)
+    outputs    ROS 2 nodes and the demos (focus_ros.ros, the only rclpy user), the command line
+               (focus_ros.cli), evaluation against ground truth (focus_ros.evaluation)
+
+Where new things go: a fifth wire encoding is one module in focus_ros.codecs and one row in its
+table of encodings; a 23rd loss is one function and one registry row in focus_ros.losses; a
+fourth task is an estimator in focus_ros.estimators (its own engine parts in a package beside
+depth/ and flow/), one row in focus_ros.runtime's table of kinds, and a thin node in focus_ros.ros.
 
 Everything outside ``focus_ros.ros`` is free of rclpy and usable offline.
 """
 
 import os as _os
 
-# The engine's hot loops are single-threaded Numba; OpenBLAS worker threads only compete
-# with them (measured here: a 240x180 dot product stalled 8-16 ms on a busy 2-core machine
-# instead of 30 us). Takes effect when focus_ros is imported before numpy, as the entry
-# points do; set OPENBLAS_NUM_THREADS yourself to override.
+# The engine's hot loops are single-threaded Numba; OpenBLAS worker threads only compete with them
+# for the cores (on a busy 2-core machine a small dot product then stalls for milliseconds). Takes
+# effect when focus_ros is imported before numpy, as the entry points do; set OPENBLAS_NUM_THREADS
+# yourself to override.
 _os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 __version__ = "0.1.0"
