@@ -15,6 +15,8 @@ frame_id``.
 Malformed or truncated input raises :class:`EventDecodeError` (a ``ValueError``) with one
 line saying what is wrong and at which byte offset (counted from the start of the
 buffer as given, including the encapsulation header).
+
+The module is private to the package; its names are what the codec modules share.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ _ENCAPSULATION_LITTLE_ENDIAN = {b"\x00\x00": False, b"\x00\x01": True}
 #: bytes of the CDR encapsulation header; alignment counts from here
 _ENCAPSULATION_BYTES = 4
 #: the encapsulation header the writers put first (little endian, no options)
-_LITTLE_ENDIAN_ENCAPSULATION = b"\x00\x01\x00\x00"
+LITTLE_ENDIAN_ENCAPSULATION = b"\x00\x01\x00\x00"
 #: refuse sequence lengths above this many elements (a corrupt length, not a message)
 MAX_SEQUENCE_LENGTH = 1 << 28
 
@@ -43,7 +45,7 @@ class EventDecodeError(ValueError):
 # Field reader with bounds checks
 
 
-class _FieldReader:
+class FieldReader:
     """Reads scalar fields from a buffer, with CDR alignment (``cdr=True``) or packed (ROS 1).
 
     Every read checks the bounds and raises EventDecodeError naming the field and offset.
@@ -127,7 +129,7 @@ class _FieldReader:
         return height, width
 
 
-def _cdr_reader(buffer) -> _FieldReader:
+def cdr_reader(buffer) -> FieldReader:
     """A reader positioned after a valid CDR encapsulation header."""
     head = bytes(memoryview(buffer)[:_ENCAPSULATION_BYTES])
     if len(head) < _ENCAPSULATION_BYTES:
@@ -138,17 +140,17 @@ def _cdr_reader(buffer) -> _FieldReader:
         raise EventDecodeError(
             f"bad CDR encapsulation id {head[:2].hex()} at byte offset 0 "
             f"(expected 0000 or 0001, plain CDR)")
-    return _FieldReader(buffer, little_endian, origin=_ENCAPSULATION_BYTES, cdr=True)
+    return FieldReader(buffer, little_endian, origin=_ENCAPSULATION_BYTES, cdr=True)
 
 
-def _check_no_trailing_bytes(reader: _FieldReader, what: str) -> None:
+def check_no_trailing_bytes(reader: FieldReader, what: str) -> None:
     extra = len(reader.data) - reader.position
     if extra > 3:  # up to 3 bytes may be end-of-message alignment padding
         raise EventDecodeError(
             f"malformed message: {extra} unexpected bytes after {what} at byte offset {reader.position}")
 
 
-def _check_ros1_message_end(reader: _FieldReader, what: str) -> None:
+def check_ros1_message_end(reader: FieldReader, what: str) -> None:
     """ROS 1 messages end with their last field: any byte after it is an error."""
     if reader.position != len(reader.data):
         raise EventDecodeError(
@@ -160,7 +162,7 @@ def _check_ros1_message_end(reader: _FieldReader, what: str) -> None:
 # CDR writer, stamps
 
 
-def _split_stamp(stamp_ns: int, what: str, unsigned: bool) -> tuple[int, int]:
+def split_stamp(stamp_ns: int, what: str, unsigned: bool) -> tuple[int, int]:
     """(seconds, nanoseconds) of a stamp (ns); ValueError when the seconds overflow the
     message's time field (int32, or uint32 for ROS 1 time)."""
     seconds, nanoseconds = divmod(int(stamp_ns), NANOSECONDS_PER_SECOND)
@@ -171,7 +173,7 @@ def _split_stamp(stamp_ns: int, what: str, unsigned: bool) -> tuple[int, int]:
     return seconds, nanoseconds
 
 
-class _CdrWriter:
+class CdrWriter:
     """Appends aligned scalar fields to a CDR body (little endian)."""
 
     def __init__(self):
@@ -191,7 +193,7 @@ class _CdrWriter:
         self.body += raw
 
     def header(self, stamp_ns: int, frame_id: str) -> None:
-        seconds, nanoseconds = _split_stamp(stamp_ns, "header stamp", unsigned=False)
+        seconds, nanoseconds = split_stamp(stamp_ns, "header stamp", unsigned=False)
         self.scalar("i", seconds)
         self.scalar("I", nanoseconds)
         self.string(frame_id)
@@ -201,7 +203,7 @@ class _CdrWriter:
 # Checks shared by the codecs
 
 
-def _check_events_fit(events: Events, height: int, width: int) -> None:
+def check_events_fit(events: Events, height: int, width: int) -> None:
     """Before encoding: ValueError when the sensor size is not positive or an event lies outside it."""
     if height <= 0 or width <= 0:
         raise ValueError(f"sensor size {width}x{height} px must be positive")
@@ -210,15 +212,15 @@ def _check_events_fit(events: Events, height: int, width: int) -> None:
                          f"outside the sensor {width}x{height} px")
 
 
-def _default_stamp(events: Events, stamp_ns: int | None) -> int:
+def default_stamp(events: Events, stamp_ns: int | None) -> int:
     """The header stamp (ns) to write: the one given, else the first event's time (0 when empty)."""
     if stamp_ns is not None:
         return int(stamp_ns)
     return int(events.t[0]) if len(events) else 0
 
 
-def _check_event_fields(x, y, nanoseconds, polarity, first_offset: int, width: int,
-                        height: int, first_index: int = 0) -> None:
+def check_event_fields(x, y, nanoseconds, polarity, first_offset: int, width: int,
+                       height: int, first_index: int = 0) -> None:
     """Raise EventDecodeError for the first event with a field out of range (events
     numbered from first_index)."""
     if len(x) == 0:

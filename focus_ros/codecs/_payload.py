@@ -9,8 +9,8 @@ from focus_ros.codecs._cdr import EventDecodeError
 from focus_ros.events import Events
 
 
-def _payload_words(payload: np.ndarray, word_bytes: int, is_bigendian: bool, encoding: str,
-                   payload_offset: int) -> np.ndarray:
+def payload_words(payload: np.ndarray, word_bytes: int, is_bigendian: bool, encoding: str,
+                  payload_offset: int) -> np.ndarray:
     """The payload bytes as a contiguous array of native-order 16- or 32-bit words
     (``word_bytes`` 2 or 4); EventDecodeError when the bytes are not a whole number of words."""
     if len(payload) % word_bytes:
@@ -21,7 +21,7 @@ def _payload_words(payload: np.ndarray, word_bytes: int, is_bigendian: bool, enc
     return np.ascontiguousarray(payload.view(dtype).astype(dtype[1:]))
 
 
-def _sensor_microseconds(events: Events, offset_ns: int, encoding: str) -> np.ndarray:
+def sensor_microseconds(events: Events, offset_ns: int, encoding: str) -> np.ndarray:
     """Event times as the camera's clock in whole microseconds since ``offset_ns``;
     ValueError when a time is before the offset or not a whole microsecond after it."""
     relative = events.t - np.int64(offset_ns)

@@ -27,9 +27,9 @@ import numba
 import numpy as np
 
 from focus_ros.codecs._cdr import (
-    _LITTLE_ENDIAN_ENCAPSULATION, _CdrWriter, _FieldReader, _cdr_reader, _check_event_fields,
-    _check_events_fit, _check_no_trailing_bytes, _check_ros1_message_end, _default_stamp,
-    _split_stamp)
+    LITTLE_ENDIAN_ENCAPSULATION, CdrWriter, FieldReader, cdr_reader, check_event_fields,
+    check_events_fit, check_no_trailing_bytes, check_ros1_message_end, default_stamp,
+    split_stamp)
 from focus_ros.events import NANOSECONDS_PER_SECOND, Events
 
 #: bytes of the first / every later CDR Event record (see the module docstring)
@@ -112,13 +112,13 @@ def _decode_event_records(records: list[np.ndarray], count: int, first_offset: i
         bad = _event_fields_kernel(*fields, width, height, start, x, y, t, p)
         if bad >= 0:
             column, row, _, nanoseconds, polarity = (field[bad] for field in fields)
-            _check_event_fields(np.array([column]), np.array([row]), np.array([nanoseconds]), np.array([polarity]),
+            check_event_fields(np.array([column]), np.array([row]), np.array([nanoseconds]), np.array([polarity]),
                                 first_offset, width, height, first_index=start + bad)
         start += len(block)
     return Events(x, y, t, p)
 
 
-def _cdr_event_records(reader: _FieldReader, count: int) -> list[np.ndarray]:
+def _cdr_event_records(reader: FieldReader, count: int) -> list[np.ndarray]:
     """Strided structured views over ``count`` CDR Event records at the reader position."""
     little_endian = reader.order == "<"
     start = reader.position
@@ -145,14 +145,14 @@ def decode_event_array(buffer) -> tuple[Events, EventArrayInfo]:
 
     Raises EventDecodeError for truncated or malformed buffers.
     """
-    reader = _cdr_reader(buffer)
+    reader = cdr_reader(buffer)
     stamp_ns = reader.stamp_ns(signed_seconds=True)
     frame_id = reader.string("header.frame_id")
     height, width = reader.image_size()
     count = reader.sequence_length(_CDR_FIRST_EVENT_BYTES, "events")
     first_offset = reader.position
     records = _cdr_event_records(reader, count)
-    _check_no_trailing_bytes(reader, "the events")
+    check_no_trailing_bytes(reader, "the events")
     events = _decode_event_records(records, count, first_offset, width, height)
     return events, EventArrayInfo(stamp_ns, frame_id, height, width)
 
@@ -165,14 +165,14 @@ def encode_event_array(events: Events, height: int, width: int, frame_id: str = 
     height, width: sensor size (px); stamp_ns: header stamp (ns, default: the first
     event's time, 0 when empty). Raises ValueError when events fall outside the sensor.
     """
-    _check_events_fit(events, height, width)
-    writer = _CdrWriter()
-    writer.header(_default_stamp(events, stamp_ns), frame_id)
+    check_events_fit(events, height, width)
+    writer = CdrWriter()
+    writer.header(default_stamp(events, stamp_ns), frame_id)
     writer.scalar("I", height)
     writer.scalar("I", width)
     writer.scalar("I", len(events))
     count = len(events)
-    head = _LITTLE_ENDIAN_ENCAPSULATION + bytes(writer.body)
+    head = LITTLE_ENDIAN_ENCAPSULATION + bytes(writer.body)
     if count == 0:
         return head
     body = np.zeros(cdr_event_sequence_bytes(count) + 1, np.uint8)  # +1: pad of the last record
@@ -198,7 +198,7 @@ def encode_event_array(events: Events, height: int, width: int, frame_id: str = 
 def decode_event_array_ros1(buffer) -> tuple[Events, EventArrayInfo]:
     """Decode a ROS 1 serialized ``dvs_msgs/EventArray`` (message bytes as stored in a ROS 1
     bag, without a length prefix). Raises EventDecodeError for truncated/malformed buffers."""
-    reader = _FieldReader(buffer, little_endian=True, origin=0, cdr=False)
+    reader = FieldReader(buffer, little_endian=True, origin=0, cdr=False)
     reader.scalar("I", "header.seq")
     stamp_ns = reader.stamp_ns(signed_seconds=False)
     frame_id = reader.string("header.frame_id")
@@ -208,7 +208,7 @@ def decode_event_array_ros1(buffer) -> tuple[Events, EventArrayInfo]:
     reader.require(count * _ROS1_EVENT_BYTES, f"{count} events")
     records = np.ndarray((count,), _ROS1_EVENT_DTYPE, buffer=reader.data, offset=first_offset)
     reader.position += count * _ROS1_EVENT_BYTES
-    _check_ros1_message_end(reader, "the events")
+    check_ros1_message_end(reader, "the events")
     events = _decode_event_records([records], count, first_offset, width, height)
     return events, EventArrayInfo(stamp_ns, frame_id, height, width)
 
@@ -219,8 +219,8 @@ def encode_event_array_ros1(events: Events, height: int, width: int, frame_id: s
 
     Times must be non-negative (ROS 1 time is unsigned). Raises ValueError otherwise.
     """
-    _check_events_fit(events, height, width)
-    seconds, nanoseconds = _split_stamp(_default_stamp(events, stamp_ns), "header stamp",
+    check_events_fit(events, height, width)
+    seconds, nanoseconds = split_stamp(default_stamp(events, stamp_ns), "header stamp",
                                         unsigned=True)
     frame = frame_id.encode("utf-8")
     head = struct.pack(f"<IIII{len(frame)}sIII", seq, seconds, nanoseconds, len(frame), frame,

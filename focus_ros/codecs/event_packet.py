@@ -23,9 +23,9 @@ import focus_ros.codecs.libcaer as libcaer
 import focus_ros.codecs.libcaer_cmp as libcaer_cmp
 import focus_ros.codecs.mono as mono
 from focus_ros.codecs._cdr import (
-    _LITTLE_ENDIAN_ENCAPSULATION, EventDecodeError, _CdrWriter, _FieldReader, _cdr_reader,
-    _check_events_fit, _check_no_trailing_bytes, _check_ros1_message_end, _default_stamp,
-    _split_stamp)
+    LITTLE_ENDIAN_ENCAPSULATION, EventDecodeError, CdrWriter, FieldReader, cdr_reader,
+    check_events_fit, check_no_trailing_bytes, check_ros1_message_end, default_stamp,
+    split_stamp)
 from focus_ros.codecs.evt3 import ENCODING_EVT3, Evt3Decoder, Triggers
 from focus_ros.codecs.libcaer import ENCODING_LIBCAER
 from focus_ros.codecs.libcaer_cmp import ENCODING_LIBCAER_CMP
@@ -163,11 +163,11 @@ def _packet_header_fast(buffer):
 def _packet_header_checked(buffer, ros1: bool):
     """The EventPacket fields, every one checked (EventDecodeError naming what and where)."""
     if ros1:
-        reader = _FieldReader(buffer, little_endian=True, origin=0, cdr=False)
+        reader = FieldReader(buffer, little_endian=True, origin=0, cdr=False)
         reader.scalar("I", "header.seq")
         stamp_ns = reader.stamp_ns(signed_seconds=False)
     else:
-        reader = _cdr_reader(buffer)
+        reader = cdr_reader(buffer)
         stamp_ns = reader.stamp_ns(signed_seconds=True)
     frame_id = reader.string("header.frame_id")
     height, width = reader.image_size()
@@ -189,9 +189,9 @@ def _packet_header_checked(buffer, ros1: bool):
     payload = np.frombuffer(reader.data, np.uint8, count, payload_offset)
     reader.position += count
     if ros1:
-        _check_ros1_message_end(reader, "the event bytes")
+        check_ros1_message_end(reader, "the event bytes")
     else:
-        _check_no_trailing_bytes(reader, "the event bytes")
+        check_no_trailing_bytes(reader, "the event bytes")
     return (stamp_ns, frame_id, height, width, seq, time_base, encoding, encoding_offset,
             bool(is_bigendian), payload, payload_offset)
 
@@ -271,7 +271,7 @@ def encode_event_packet(events: Events, height: int, width: int, encoding: str =
       words where they change, and runs of up to 8 rows sharing time, column, polarity and
       the row's upper bits as VECT_BASE_Y + VECT_8 (a single event as ADDR_Y).
     """
-    _check_events_fit(events, height, width)
+    check_events_fit(events, height, width)
     if evt3_time_offset_ns is not None:
         sensor_time_offset_ns = evt3_time_offset_ns
     codec = _PACKET_CODECS.get(encoding)
@@ -280,7 +280,7 @@ def encode_event_packet(events: Events, height: int, width: int, encoding: str =
                          f"(supported: {', '.join(SUPPORTED_PACKET_ENCODINGS)})")
     base, payload = codec.encode(events, time_base, sensor_time_offset_ns)
     # is_bigendian False: the encoders write little endian
-    return _serialize_packet(_default_stamp(events, stamp_ns), frame_id, height, width, seq,
+    return _serialize_packet(default_stamp(events, stamp_ns), frame_id, height, width, seq,
                              base, encoding, False, payload, ros1)
 
 
@@ -289,14 +289,14 @@ def _serialize_packet(stamp_ns: int, frame_id: str, height: int, width: int, seq
                       ros1: bool) -> bytes:
     """EventPacket fields -> ROS 1 bytes or ROS 2 CDR (little endian)."""
     if ros1:
-        seconds, nanoseconds = _split_stamp(stamp_ns, "header stamp", unsigned=True)
+        seconds, nanoseconds = split_stamp(stamp_ns, "header stamp", unsigned=True)
         frame = frame_id.encode("utf-8")
         raw_encoding = encoding.encode("utf-8")
         head = struct.pack(f"<IIII{len(frame)}sIIQQI{len(raw_encoding)}sBI", 0, seconds,
                            nanoseconds, len(frame), frame, height, width, seq, time_base,
                            len(raw_encoding), raw_encoding, int(is_bigendian), len(payload))
         return head + payload
-    writer = _CdrWriter()
+    writer = CdrWriter()
     writer.header(stamp_ns, frame_id)
     writer.scalar("I", height)
     writer.scalar("I", width)
@@ -305,7 +305,7 @@ def _serialize_packet(stamp_ns: int, frame_id: str, height: int, width: int, seq
     writer.string(encoding)
     writer.scalar("B", int(is_bigendian))
     writer.scalar("I", len(payload))
-    return _LITTLE_ENDIAN_ENCAPSULATION + bytes(writer.body) + payload
+    return LITTLE_ENDIAN_ENCAPSULATION + bytes(writer.body) + payload
 
 
 def event_packet_ros1_to_cdr(buffer) -> bytes:

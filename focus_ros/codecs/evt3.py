@@ -28,7 +28,7 @@ import numba
 import numpy as np
 
 from focus_ros.codecs._cdr import EventDecodeError
-from focus_ros.codecs._payload import _payload_words
+from focus_ros.codecs._payload import payload_words
 from focus_ros.events import Events
 
 ENCODING_EVT3 = "evt3"
@@ -178,7 +178,7 @@ class Evt3Decoder:
                              payload_offset: int = 0, width: int = 2048,
                              height: int = 2048) -> tuple[Events, Triggers]:
         """Decode one packet's payload bytes into CD events and external-trigger events."""
-        words = _payload_words(payload, 2, is_bigendian, ENCODING_EVT3, payload_offset)
+        words = payload_words(payload, 2, is_bigendian, ENCODING_EVT3, payload_offset)
         x, y, t_us, on, trigger_t_us, edge, trigger_id, bad_word, fault = _evt3_decode_packet(
             words, self.state, width, height)
         if fault:

@@ -14,7 +14,7 @@ import numba
 import numpy as np
 
 from focus_ros.codecs._cdr import EventDecodeError
-from focus_ros.codecs._payload import _payload_words, _sensor_microseconds
+from focus_ros.codecs._payload import payload_words, sensor_microseconds
 from focus_ros.events import Events
 
 ENCODING_LIBCAER = "libcaer"
@@ -54,7 +54,7 @@ def decode_packet(payload: np.ndarray, time_base: int, is_bigendian: bool, paylo
         raise EventDecodeError(
             f"malformed message: libcaer payload of {len(payload)} bytes at byte offset "
             f"{payload_offset} is not a whole number of 8-byte events")
-    words = _payload_words(payload, 4, is_bigendian, ENCODING_LIBCAER, payload_offset)
+    words = payload_words(payload, 4, is_bigendian, ENCODING_LIBCAER, payload_offset)
     count = len(words) // 2
     x = np.empty(count, np.uint16)
     y = np.empty(count, np.uint16)
@@ -80,7 +80,7 @@ def encode_packet(events: Events, time_base: int | None, sensor_time_offset_ns: 
     offset_ns = sensor_time_offset_ns
     if len(events) == 0:
         return int(offset_ns), b""
-    clock_us = _sensor_microseconds(events, offset_ns, ENCODING_LIBCAER)
+    clock_us = sensor_microseconds(events, offset_ns, ENCODING_LIBCAER)
     if np.any(np.diff(clock_us) < 0):
         raise ValueError("libcaer encoding needs events in time order")
     high_us = int(clock_us[0]) & ~(_LIBCAER_ROLLOVER_US - 1)

@@ -21,7 +21,7 @@ import numba
 import numpy as np
 
 from focus_ros.codecs._cdr import EventDecodeError
-from focus_ros.codecs._payload import _payload_words, _sensor_microseconds
+from focus_ros.codecs._payload import payload_words, sensor_microseconds
 from focus_ros.events import Events
 
 ENCODING_LIBCAER_CMP = "libcaer_cmp"
@@ -114,7 +114,7 @@ def decode_packet(payload: np.ndarray, time_base: int, is_bigendian: bool, paylo
     """One packet's payload bytes -> (Events, no triggers), advancing the stream ``state``
     (:func:`new_stream_state`); EventDecodeError on an unknown word code, an event outside
     the sensor (width x height px) or before any column / vector base."""
-    words = _payload_words(payload, 2, is_bigendian, ENCODING_LIBCAER_CMP, payload_offset)
+    words = payload_words(payload, 2, is_bigendian, ENCODING_LIBCAER_CMP, payload_offset)
     x, y, t, on, bad, fault = _libcaer_cmp_decode_packet(words, state, np.int64(time_base), width,
                                                          height)
     if fault:
@@ -195,7 +195,7 @@ def encode_packet(events: Events, time_base: int | None = None,
     if int(events.x.max()) >= 2048 or int(events.y.max()) >= 2048:
         raise ValueError("libcaer_cmp encoding holds coordinates below 2048 px")
     base = int(events.t[0])
-    dt_us = _sensor_microseconds(events, base, ENCODING_LIBCAER_CMP)
+    dt_us = sensor_microseconds(events, base, ENCODING_LIBCAER_CMP)
     if dt_us.max() >= 1 << 24:
         raise ValueError("libcaer_cmp encoding: events must lie within 2^24 us (16.8 s) "
                          "after the packet's first event")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from focus_ros.codecs._cdr import EventDecodeError, _check_event_fields
+from focus_ros.codecs._cdr import EventDecodeError, check_event_fields
 from focus_ros.events import Events
 
 ENCODING_MONO = "mono"
@@ -30,7 +30,7 @@ def decode_packet(payload: np.ndarray, time_base: int, is_bigendian: bool, paylo
     y = ((words >> np.uint64(48)) & np.uint64(0x7FFF)).astype(np.uint16)
     on = (words >> np.uint64(63)).astype(np.uint8)
     dt = (words & np.uint64(0xFFFFFFFF)).astype(np.int64)
-    _check_event_fields(x, y, np.zeros(len(x), np.int64), on, payload_offset, width, height)
+    check_event_fields(x, y, np.zeros(len(x), np.int64), on, payload_offset, width, height)
     t = np.int64(time_base) + dt
     return Events(x, y, t, (on.astype(np.int8) * 2 - 1).astype(np.int8)), None
 
