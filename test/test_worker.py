@@ -301,3 +301,27 @@ def test_runner_queues_counts_and_survives_a_failing_job(windows, in_process):
     assert [context for context, _ in results] == [3, "good"]
     assert runner.counts["failed"] == 1
     assert [kind for kind, _ in log.lines if kind.startswith("once:")] == ["once:estimate_failed"]
+
+
+def test_a_reset_before_any_configuration_is_no_failure(windows):
+    """A stream restart said before the calibration is known (nothing estimated yet, no warm
+    start to forget) is not an estimation failure: nothing is counted or warned, and the first
+    window after the configuration is estimated."""
+    log = _Log()
+    results = []
+    runner = EstimatorRunner("angular_velocity", Calibration.davis240c(), real_time_settings(), in_process=False,
+                             on_result=lambda job, result: results.append(job.context), logger=log,
+                             warn_once=log.warn_once)
+    try:
+        runner.reset()
+        time.sleep(1.0)   # the runner's thread takes the reset
+        runner.configure(Calibration.davis240c(), real_time_settings())
+        runner.push(Job(windows[0], context="first", received_s=time.monotonic()))
+        deadline = time.monotonic() + 60.0
+        while not results and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        runner.stop()
+    assert results == ["first"]
+    assert runner.counts["failed"] == 0
+    assert [line for line in log.lines if line[0] != "info"] == []

@@ -346,10 +346,12 @@ class EstimatorRunner:
 
     def _update_engine(self, configure: bool, reset: bool, config) -> None:
         """Apply what :meth:`_take_engine_update` took (start, configure, reset the engine);
-        ``_configuring`` cleared afterwards, whatever happens."""
+        ``_configuring`` cleared afterwards, whatever happens. configure implies a known config;
+        a reset without one has nothing to forget (jobs wait for the configuration)."""
         if configure or reset:
             try:
-                self._prepare(*config, configure=configure, reset=reset)
+                if config is not None:  # a reset before any configuration: no job ran, no warm start to forget
+                    self._prepare(*config, configure=configure, reset=reset)
             finally:
                 with self._lock:
                     self._configuring = False
