@@ -95,13 +95,15 @@ def plot_iwe_pair(iwe_before, iwe_after, path, titles=("ω = 0 (before)", "estim
     before = np.asarray(iwe_before, dtype=np.float64)
     after = np.asarray(iwe_after, dtype=np.float64)
     signed = min(before.min(), after.min()) < 0
+    # one scale for both (the 99.5th percentile of the sharper image): the compensated image's
+    # higher peaks are what the comparison shows
+    limit = max(max(np.percentile(np.abs(image), 99.5) for image in (before, after)), 1e-9)
     figure, axes = plt.subplots(1, 2, figsize=(10, 4))
     for panel, image, label in zip(axes, (before, after), titles):
         if signed:
-            limit = max(np.percentile(np.abs(image), 99.5), 1e-9)
             shown = panel.imshow(image, cmap="seismic", vmin=-limit, vmax=limit)
         else:
-            shown = panel.imshow(image, cmap="gray", vmin=0, vmax=max(np.percentile(image, 99.5), 1e-9))
+            shown = panel.imshow(image, cmap="gray", vmin=0, vmax=limit)
         panel.set_title(label)
         panel.axis("off")
         figure.colorbar(shown, ax=panel, fraction=0.035)
