@@ -60,7 +60,7 @@ def main(argv=None) -> int:
     cdr = codecs.encode_event_array(events, 180, 240, "dvs")
     ros1 = codecs.encode_event_array_ros1(events, 180, 240, "dvs")
     packets = {encoding: codecs.encode_event_packet(events, 180, 240, encoding,
-                                                       sensor_time_offset_ns=origin)
+                                                    sensor_time_offset_ns=origin)
                for encoding in codecs.SUPPORTED_PACKET_ENCODINGS}
     cases = [
         ("EventArray CDR", "decode", lambda: codecs.decode_event_array(cdr)),
@@ -80,7 +80,7 @@ def main(argv=None) -> int:
     if real is not None:
         for encoding in ("libcaer_cmp", "evt3"):
             packet = codecs.encode_event_packet(real, 180, 240, encoding,
-                                                   sensor_time_offset_ns=int(real.t[0]))
+                                                sensor_time_offset_ns=int(real.t[0]))
             cases.append((f"EventPacket {encoding}, real boxes_rotation slice "
                           f"({len(packet) / len(real):.1f} B/event)", "decode",
                           lambda packet=packet: codecs.decode_event_packet(packet)))

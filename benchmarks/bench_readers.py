@@ -56,7 +56,7 @@ def main(argv=None) -> int:
         for encoding in ("evt3", "libcaer_cmp", "libcaer"):  # EventPacket, as the drivers record
             formats.append((f"ROS 2 mcap, EventPacket {encoding}", folder / f"mcap_{encoding}",
                             lambda p, e=encoding: bags.write_bag(p, recording, version=2, storage="mcap",
-                                                                  event_encoding=e), count_bag))
+                                                                 event_encoding=e), count_bag))
         formats.append(("ROS 1 bag, EventPacket libcaer_cmp", folder / "cmp.bag",
                         lambda p: bags.write_bag(p, recording, version=1, event_encoding="libcaer_cmp"),
                         count_bag))

@@ -21,7 +21,7 @@ The package follows the data flow, one room per step:
                (focus_ros.cli), evaluation against ground truth (focus_ros.evaluation)
 
 Where new things go: a fifth wire encoding is one module in focus_ros.codecs and one row in its
-table of encodings; a 23rd loss is one function and one registry row in focus_ros.losses; a
+table of encodings; a 23rd loss is one function, one registry row and one test row (focus_ros.losses says where); a
 fourth task is an estimator in focus_ros.estimators (its own engine parts in a package beside
 depth/ and flow/), one row in focus_ros.runtime's table of kinds, and a thin node in focus_ros.ros.
 

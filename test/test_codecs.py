@@ -86,7 +86,7 @@ def test_event_packet_round_trip(encoding, name, ros1):
         events = Events(events.x, events.y, events.t // 1000 * 1000, events.p)
     origin = int(events.t[0]) if len(events) else 0
     buffer = codecs.encode_event_packet(events, 180, 240, encoding, "cam", seq=42,
-                                           sensor_time_offset_ns=origin, ros1=ros1)
+                                        sensor_time_offset_ns=origin, ros1=ros1)
     decoded, info = codecs.decode_event_packet(buffer, codecs.Evt3Decoder(origin), ros1=ros1)
     assert decoded.equals(events)
     assert (info.encoding, info.seq, info.height, info.width, info.frame_id) == (encoding, 42, 180, 240, "cam")
@@ -121,7 +121,7 @@ def test_packets_split_anywhere_decode_to_the_same_stream(encoding):
     decoded = []
     for begin, end in zip(cuts[:-1], cuts[1:]):
         buffer = codecs.encode_event_packet(events[begin:end], 260, 346, encoding,
-                                               sensor_time_offset_ns=origin)
+                                            sensor_time_offset_ns=origin)
         decoded.append(stream(buffer)[0])
     assert Events.concatenate(decoded).equals(events)
 
@@ -151,7 +151,7 @@ def test_libcaer_round_trip_across_the_31_bit_microsecond_rollover(packets):
     decoded = []
     for part in parts:
         buffer = codecs.encode_event_packet(events[part], 260, 346, "libcaer",
-                                               sensor_time_offset_ns=host_start)
+                                            sensor_time_offset_ns=host_start)
         decoded.append(codecs.decode_event_packet(buffer, stream)[0])
     assert Events.concatenate(decoded).equals(events)
     if packets == 1:  # the rollover sits inside the packet: stamps go 2^31 - 500 .. 2499
@@ -179,17 +179,17 @@ def test_encoders_refuse_events_they_cannot_represent():
         codecs.encode_event_packet(Events.from_arrays([1], [1], [1001], [1]), 180, 240, "evt3")
     with pytest.raises(ValueError, match="2\\^32"):
         codecs.encode_event_packet(Events.from_arrays([1, 1], [1, 1], [0, 5 * SECOND], [1, 1]),
-                                      180, 240, "mono")
+                                   180, 240, "mono")
     with pytest.raises(ValueError, match="unknown EventPacket encoding"):
         codecs.encode_event_packet(events, 180, 240, "evt4")
     with pytest.raises(ValueError, match="whole microseconds"):
         codecs.encode_event_packet(Events.from_arrays([1], [1], [1001], [1]), 180, 240, "libcaer")
     with pytest.raises(ValueError, match="time order"):
         codecs.encode_event_packet(Events.from_arrays([1, 1], [1, 1], [2000, 1000], [1, 1]), 180, 240,
-                                      "libcaer")
+                                   "libcaer")
     with pytest.raises(ValueError, match="2\\^24 us"):
         codecs.encode_event_packet(Events.from_arrays([1, 1], [1, 1], [0, 17 * SECOND], [1, 1]),
-                                      180, 240, "libcaer_cmp")
+                                   180, 240, "libcaer_cmp")
 
 
 # ----------------------------------------------------------------------------------------
@@ -238,7 +238,7 @@ def test_event_array_ros1_bytes_equal_rosbags_serializer(name):
 def test_event_packet_bytes_equal_rosbags_serializer(encoding):
     events = random_events(300, seed=4, microseconds=True)
     buffer = codecs.encode_event_packet(events, 180, 240, encoding, "ec", stamp_ns=SECOND, seq=9,
-                                           sensor_time_offset_ns=int(events.t[0]))
+                                        sensor_time_offset_ns=int(events.t[0]))
     store = typestore_with_event_types(2)
     message = store.deserialize_cdr(buffer, "event_camera_msgs/msg/EventPacket")
     assert (message.encoding, message.seq, message.width, message.height) == (encoding, 9, 240, 180)
@@ -257,7 +257,7 @@ def test_event_packet_bytes_equal_rosbags_serializer(encoding):
         events=message.events)
     ros1_buffer = bytes(ros1_store.serialize_ros1(ros1_message, "event_camera_msgs/msg/EventPacket"))
     assert codecs.encode_event_packet(events, 180, 240, encoding, "ec", stamp_ns=SECOND, seq=9,
-                                         sensor_time_offset_ns=int(events.t[0]), ros1=True) == ros1_buffer
+                                      sensor_time_offset_ns=int(events.t[0]), ros1=True) == ros1_buffer
     assert codecs.event_packet_ros1_to_cdr(ros1_buffer) == buffer
 
 
@@ -403,17 +403,17 @@ def encoded_messages():
         "EventPacket mono": (codecs.encode_event_packet(events, 180, 240, "mono", "cam"),
                              codecs.decode_event_packet),
         "EventPacket evt3": (codecs.encode_event_packet(events, 180, 240, "evt3", "cam",
-                                                           sensor_time_offset_ns=origin),
+                                                        sensor_time_offset_ns=origin),
                              codecs.decode_event_packet),
         "EventPacket libcaer": (codecs.encode_event_packet(events, 180, 240, "libcaer", "cam",
-                                                              sensor_time_offset_ns=origin - 5 * SECOND),
+                                                           sensor_time_offset_ns=origin - 5 * SECOND),
                                 codecs.decode_event_packet),
         "EventPacket libcaer_cmp": (codecs.encode_event_packet(clustered_events(40, 4, width=240, height=180),
-                                                                  180, 240, "libcaer_cmp", "cam"),
+                                                               180, 240, "libcaer_cmp", "cam"),
                                     codecs.decode_event_packet),
         "EventPacket libcaer_cmp ROS 1": (
             codecs.encode_event_packet(clustered_events(40, 4, width=240, height=180), 180, 240,
-                                          "libcaer_cmp", "cam", ros1=True),
+                                       "libcaer_cmp", "cam", ros1=True),
             lambda buffer: codecs.decode_event_packet(buffer, ros1=True)),
         "EventPacket evt3 ROS 1": (
             codecs.encode_event_packet(events, 180, 240, "evt3", "cam", sensor_time_offset_ns=origin, ros1=True),
@@ -512,7 +512,8 @@ def test_unknown_packet_encoding_and_bad_payloads_raise():
     with pytest.raises(EventDecodeError, match="before any ADDR_X"):
         codecs.decode_event_packet(packet_with_payload("libcaer_cmp", np.array([0x3001], "<u2").tobytes()))
     with pytest.raises(EventDecodeError, match="libcaer_cmp event outside the sensor"):
-        codecs.decode_event_packet(packet_with_payload("libcaer_cmp", np.array([0x2001, 0x40B0, 0x5010], "<u2").tobytes()))
+        codecs.decode_event_packet(packet_with_payload("libcaer_cmp",
+                                                       np.array([0x2001, 0x40B0, 0x5010], "<u2").tobytes()))
     with pytest.raises(EventDecodeError, match="not a whole number of 8-byte words"):
         codecs.decode_event_packet(packet_with_payload("mono", b"\x00" * 12))
     with pytest.raises(EventDecodeError, match="not a whole number of 16-bit words"):
@@ -561,7 +562,7 @@ def test_host_clock_streams_keep_their_times(encoding):
     else:
         stream = codecs.EventMessageDecoder("event_camera_msgs/EventPacket")
         buffer = codecs.encode_event_packet(events, 260, 346, encoding, stamp_ns=stamp,
-                                               sensor_time_offset_ns=1_702_300_000 * SECOND)
+                                            sensor_time_offset_ns=1_702_300_000 * SECOND)
     decoded, info = stream(buffer)
     assert stream.offset_ns == 0 and info.stamp_ns == stamp
     assert decoded.equals(events)

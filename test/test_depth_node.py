@@ -302,8 +302,9 @@ def test_odometry_of_a_body_with_a_camera_from_body_transform_gives_the_cameras_
     cloud = clouds[0]
     assert cloud.header.frame_id == "odom"        # the poses' world frame
     stamp = cloud.header.stamp.sec * 1_000_000_000 + cloud.header.stamp.nanosec
-    errors = cloud_relative_errors(depth_messages.cloud_points(cloud)[0], stamp, DepthGroundTruth.from_recording(slider),
-                                Trajectory.from_poses(slider.poses), slider.calibration)
+    errors = cloud_relative_errors(depth_messages.cloud_points(cloud)[0], stamp,
+                                   DepthGroundTruth.from_recording(slider), Trajectory.from_poses(slider.poses),
+                                   slider.calibration)
     summary = cloud_error_summary(errors)
     # the bounds of the end-to-end test below (same keyframes, camera poses given directly)
     assert summary["median_relative_error"] < 0.03 and summary["within_5_percent"] > 0.5, summary

@@ -185,7 +185,8 @@ def test_windows_are_consecutive_subsampled_and_limited():
     t_ns = np.arange(1000, dtype=np.int64) * 1000  # one event per µs
     windows = angular_velocity.build_windows(t_ns, 100)
     assert windows.tolist() == [[i, i + 100] for i in range(0, 1000, 100)]
-    assert angular_velocity.build_windows(t_ns, 100, every=3).tolist() == [[0, 100], [300, 400], [600, 700], [900, 1000]]
+    assert angular_velocity.build_windows(t_ns, 100, every=3).tolist() == [[0, 100], [300, 400], [600, 700],
+                                                                           [900, 1000]]
     assert angular_velocity.build_windows(t_ns, 100, every=2, max_windows=2).tolist() == [[0, 100], [200, 300]]
     # events of [150 µs, 480 µs): indices 150..479 -> three whole windows
     assert angular_velocity.build_windows(t_ns, 100, time_range_ns=(150_000, 480_000)).tolist() == [
@@ -196,7 +197,7 @@ def test_windows_are_consecutive_subsampled_and_limited():
 
 def test_jobs_mark_the_papers_dash_combinations():
     jobs = {job.name: job for job in angular_velocity.plan_jobs(["mean_absolute_value", "mean_timestamp",
-                                                       "local_mean_absolute_value", "variance"])}
+                                                                 "local_mean_absolute_value", "variance"])}
     assert jobs["mean_absolute_value__without"].status == "degenerate"
     assert jobs["local_mean_absolute_value__without"].status == "degenerate"
     assert jobs["mean_timestamp__with"].status == "degenerate"
@@ -220,15 +221,16 @@ def test_area_with_polarity_is_a_job_and_its_loss_is_timed(tmp_path):
     assert len(windows) == 2
     job = jobs["area_exponential__with"]
     options = angular_velocity.EstimatorOptions(blur_sigma_px=1.0)
-    fingerprint = angular_velocity.job_fingerprint(job, windows, options, angular_velocity.event_summary(recording.events))
+    summary = angular_velocity.event_summary(recording.events)
+    fingerprint = angular_velocity.job_fingerprint(job, windows, options, summary)
     angular_velocity.run_job(job, recording.events, recording.calibration, windows, options, tmp_path, fingerprint,
-                   timing_windows=1, timing_repeats=3)
+                             timing_windows=1, timing_repeats=3)
     result = angular_velocity.read_job_result(tmp_path, job)
     assert not result.degenerate.any()
     assert result.us_per_loss_evaluation > 0 and result.us_per_evaluation > result.us_per_loss_evaluation
     # the blur is part of the fingerprint: another sigma is another run
-    assert fingerprint != angular_velocity.job_fingerprint(job, windows, angular_velocity.EstimatorOptions(blur_sigma_px=0.0),
-                                                 angular_velocity.event_summary(recording.events))
+    unblurred = angular_velocity.EstimatorOptions(blur_sigma_px=0.0)
+    assert fingerprint != angular_velocity.job_fingerprint(job, windows, unblurred, summary)
 
 
 # ---------------------------------------------------------------------------- focus-ros evaluate

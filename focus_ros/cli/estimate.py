@@ -18,7 +18,7 @@ from pathlib import Path
 
 from focus_ros.cli import UserError
 from focus_ros.cli._options import (add_estimator_arguments, check_estimator_arguments,
-                                                  settings_from_arguments)
+                                    settings_from_arguments)
 from focus_ros.estimators.angular_velocity import real_time_settings
 from focus_ros.events import NANOSECONDS_PER_SECOND
 
@@ -80,7 +80,7 @@ def run(args) -> int:
     written = 0
     degenerate = 0
     with open(output, "w", newline="") as handle, tqdm(total=total_windows, unit="window",
-                                                        disable=args.quiet, file=sys.stderr) as progress:
+                                                       disable=args.quiet, file=sys.stderr) as progress:
         writer = csv.writer(handle)
         writer.writerow(CSV_COLUMNS)
         for window in count_windows(iter_sequence_events(sequence, args.topic), args.window_events, stride):

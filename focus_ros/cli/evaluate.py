@@ -84,12 +84,12 @@ def run(args) -> int:
     if len(windows) == 0:
         raise UserError(f"no complete window of {args.window_events} events in the selected range "
                         f"({len(events)} events)")
-    options = angular_velocity.EstimatorOptions(kernel=args.kernel, t_ref=args.t_ref, warp=args.warp, optimizer=args.optimizer,
-                                      blur_sigma_px=args.blur_sigma, warm_start=args.warm_start,
-                                      value_tolerance=args.value_tolerance)
+    options = angular_velocity.EstimatorOptions(kernel=args.kernel, t_ref=args.t_ref, warp=args.warp,
+                                                optimizer=args.optimizer, blur_sigma_px=args.blur_sigma,
+                                                warm_start=args.warm_start, value_tolerance=args.value_tolerance)
     output = args.output
     report = angular_velocity.run_jobs(jobs, events, recording.calibration, windows, options, output, args.workers,
-                             show_progress=not args.quiet)
+                                       show_progress=not args.quiet)
     for name, message in report.failed.items():
         print(f"focus-ros evaluate: job {name} failed: {message}", file=sys.stderr)
     results = {}

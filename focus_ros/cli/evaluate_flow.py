@@ -58,8 +58,8 @@ def run(args) -> int:
         raise UserError(f"--max-windows must be positive, got {args.max_windows}")
     recording, simulated, description = load_source(args)
     estimated = args.ground_truth == "estimate"
-    ground_truth = flow.EstimatedRotation(recording.calibration, args.t_ref) if estimated else angular_velocity_ground_truth(args, recording,
-                                                                                                 simulated)
+    ground_truth = (flow.EstimatedRotation(recording.calibration, args.t_ref) if estimated
+                    else angular_velocity_ground_truth(args, recording, simulated))
     if ground_truth is None:
         raise UserError("the sequence has no rotation ground truth (IMU or motion capture): "
                         "--ground-truth estimate compares with the full-frame angular velocity estimate")

@@ -113,7 +113,7 @@ def _decode_event_records(records: list[np.ndarray], count: int, first_offset: i
         if bad >= 0:
             column, row, _, nanoseconds, polarity = (field[bad] for field in fields)
             check_event_fields(np.array([column]), np.array([row]), np.array([nanoseconds]), np.array([polarity]),
-                                first_offset, width, height, first_index=start + bad)
+                               first_offset, width, height, first_index=start + bad)
         start += len(block)
     return Events(x, y, t, p)
 
@@ -221,7 +221,7 @@ def encode_event_array_ros1(events: Events, height: int, width: int, frame_id: s
     """
     check_events_fit(events, height, width)
     seconds, nanoseconds = split_stamp(default_stamp(events, stamp_ns), "header stamp",
-                                        unsigned=True)
+                                       unsigned=True)
     frame = frame_id.encode("utf-8")
     head = struct.pack(f"<IIII{len(frame)}sIII", seq, seconds, nanoseconds, len(frame), frame,
                        height, width, len(events))

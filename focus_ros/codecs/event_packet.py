@@ -55,7 +55,7 @@ class _PacketCodec:
 
 #: encoding name -> codec, in the order error messages list them
 _PACKET_CODECS = {
-    ENCODING_EVT3: _PacketCodec(evt3.decode_packet, evt3.encode_packet, Evt3Decoder),
+    ENCODING_EVT3: _PacketCodec(evt3.decode_packet, evt3.encode_packet, evt3.new_stream_state),
     ENCODING_LIBCAER_CMP: _PacketCodec(libcaer_cmp.decode_packet, libcaer_cmp.encode_packet,
                                        libcaer_cmp.new_stream_state),
     ENCODING_LIBCAER: _PacketCodec(libcaer.decode_packet, libcaer.encode_packet),
@@ -92,16 +92,6 @@ class PacketStreamState:
         #: encoding name -> its stream state (the encodings that keep one)
         self.by_encoding = {name: codec.new_state() for name, codec in _PACKET_CODECS.items()
                             if codec.new_state is not None}
-
-    @property
-    def evt3(self) -> Evt3Decoder:
-        """The stream's EVT3 decoder."""
-        return self.by_encoding[ENCODING_EVT3]
-
-    @property
-    def libcaer_cmp(self) -> np.ndarray:
-        """The stream's libcaer_cmp state (int64 slots, see :mod:`focus_ros.codecs.libcaer_cmp`)."""
-        return self.by_encoding[ENCODING_LIBCAER_CMP]
 
 
 # ----------------------------------------------------------------------------------------

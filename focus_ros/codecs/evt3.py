@@ -34,13 +34,11 @@ from focus_ros.events import Events
 ENCODING_EVT3 = "evt3"
 EVT3_ADDR_Y, EVT3_ADDR_X, EVT3_VECT_BASE_X, EVT3_VECT_12, EVT3_VECT_8 = 0x0, 0x2, 0x3, 0x4, 0x5
 EVT3_TIME_LOW, EVT3_TIME_HIGH, EVT3_EXT_TRIGGER = 0x6, 0x8, 0xA
-_EVT3_IGNORED_TYPES = (0x7, 0x9, 0xE, 0xF)
-_EVT3_ROLLOVER_MIN_DISTANCE = 10  # TIME_HIGH steps back by more than this: a 2^24 us rollover
 _EVT3_TIME_HIGH_PERIOD_US = 1 << 24
 
-# decoder state slots (int64 array so numba can update it in place)
-_STATE_TIME_HIGH, _STATE_TIME_LOW, _STATE_Y, _STATE_BASE_X, _STATE_POLARITY = 0, 1, 2, 3, 4
-_STATE_HAS_HIGH, _STATE_HAS_TIME, _STATE_ROLLOVERS = 5, 6, 7
+# The decoder's state: an int64 array the kernel updates in place, slot by slot: 0 TIME_HIGH,
+# 1 TIME_LOW, 2 y, 3 vector base x, 4 vector polarity, 5 a TIME_HIGH seen, 6 a full time seen,
+# 7 24-bit rollovers counted (TIME_HIGH stepping back by more than 10).
 _STATE_SIZE = 8
 
 
@@ -232,6 +230,10 @@ def encode_evt3_words(events: Events, time_offset_ns: int = 0) -> np.ndarray:
     ], axis=1)
     keep = np.stack([changed_high, changed_low, changed_y, np.ones(len(events), bool)], axis=1)
     return candidates[keep].astype("<u2")
+
+
+#: a new stream's state: the decoder itself carries it from packet to packet
+new_stream_state = Evt3Decoder
 
 
 def decode_packet(payload: np.ndarray, time_base: int, is_bigendian: bool, payload_offset: int,

@@ -72,7 +72,7 @@ from focus_ros.ros.parameters import descriptor
 from focus_ros.stream import StreamGuard
 
 #: the event message types a ROS 2 node can subscribe to (``event_message_type``)
-EVENT_MESSAGE_TYPES = message_types.SUBSCRIBABLE_EVENT_MESSAGE_TYPES
+SUBSCRIBABLE_TYPES = message_types.SUBSCRIBABLE_EVENT_MESSAGE_TYPES
 #: event messages handled per subscription callback at most (the first and those already queued
 #: behind it), so that a burst does not keep the executor from its other callbacks for long
 MESSAGES_PER_CALLBACK = 32
@@ -81,7 +81,7 @@ QOS_RELIABILITIES = ("best_effort", "reliable")
 
 #: name -> (default, description, descriptor options): the event input's parameters
 PARAMETERS = {
-    "event_message_type": (message_types.EVENT_ARRAY, f"input message type: {' or '.join(EVENT_MESSAGE_TYPES)}",
+    "event_message_type": (message_types.EVENT_ARRAY, f"input message type: {' or '.join(SUBSCRIBABLE_TYPES)}",
                            {"read_only": True}),
     "qos_reliability": ("best_effort", "events subscription reliability: best_effort (accepts reliable and "
                         "best-effort publishers) or reliable", {"read_only": True}),
@@ -171,7 +171,7 @@ class EventInput:
         for name, (default, description, options) in PARAMETERS.items():
             node.declare_parameter(name, defaults.get(name, default), descriptor(description, **options))
         value = lambda name: node.get_parameter(name).value  # noqa: E731
-        for name, allowed in (("event_message_type", EVENT_MESSAGE_TYPES), ("qos_reliability", QOS_RELIABILITIES)):
+        for name, allowed in (("event_message_type", SUBSCRIBABLE_TYPES), ("qos_reliability", QOS_RELIABILITIES)):
             if value(name) not in allowed:
                 raise ValueError(f"{name} '{value(name)}' is not one of: {', '.join(allowed)}")
 

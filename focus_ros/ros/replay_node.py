@@ -163,6 +163,7 @@ class BagReplayer(FocusNode):
                 return
             executor.spin_once(timeout_sec=0.01)
 
+
 def replay_bag(bag: str, rate: float, pace_topic: str, pace_lead_events: int, wait_for_subscribers_s: float,
                topics: list[str] | None = None) -> tuple[int, int]:
     """``focus-ros replay``: play ``bag`` once in a ROS context of its own (``rate`` as the node's

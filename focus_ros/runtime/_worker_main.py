@@ -101,7 +101,4 @@ def _attach(name: str) -> shared_memory.SharedMemory:
 
 
 if __name__ == "__main__":
-    # run through the package's module, not this __main__ copy, so that anything pickled from
-    # here names focus_ros.runtime._worker_main and unpickles in the parent
-    from focus_ros.runtime import _worker_main
-    _worker_main.serve(int(sys.argv[1]), int(sys.argv[2]))
+    serve(int(sys.argv[1]), int(sys.argv[2]))

@@ -1,4 +1,4 @@
-"""Depth ground truth beside the events: per-time depth maps, written and read back.
+"""Depth ground truth beside the events: what a depth map is, and the maps of a sequence in memory.
 
 What a depth map is
 -------------------

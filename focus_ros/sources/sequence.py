@@ -15,7 +15,6 @@ from typing import Iterator
 
 from focus_ros.camera import Calibration
 from focus_ros.events import Events
-from focus_ros.sources import bags, ecd
 from focus_ros.sources.depth_maps import DepthGroundTruth
 from focus_ros.sources.recording import Recording
 
@@ -57,8 +56,10 @@ def iter_sequence_events(path, topic: str | None = None, chunk_events: int = 1_0
     """
     path = Path(path)
     if sequence_format(path) == ECD:
+        from focus_ros.sources import ecd  # each reader only when its format is at hand (rosbags, numba)
         yield from ecd.iter_event_chunks(_events_file(path), chunk_events)
         return
+    from focus_ros.sources import bags
     for events, _ in bags.iter_bag_events(path, topic):
         yield events
 
@@ -78,6 +79,7 @@ def sequence_calibration(path, calibration_file=None, width: int = 240, height: 
         if not calib.is_file():
             raise FileNotFoundError(f"calibration not found: {calib} (give a calibration file)")
         return Calibration.from_ecd_calib(calib, width=width, height=height)
+    from focus_ros.sources import bags
     calibration = bags.read_bag_calibration(path)
     if calibration is None:
         raise ValueError(f"{path}: the bag has no camera_info (give a calibration file)")
@@ -92,8 +94,10 @@ def load_recording(path, calibration_file=None, width: int = 240, height: int = 
     """
     path = Path(path)
     if sequence_format(path) == ECD:
+        from focus_ros.sources import ecd
         recording = ecd.read_ecd_folder(path if path.is_dir() else path.parent, width=width, height=height)
     else:
+        from focus_ros.sources import bags
         recording = bags.read_bag(path)
     if calibration_file is not None or recording.calibration is None:
         recording.calibration = sequence_calibration(path, calibration_file, width, height)
@@ -104,6 +108,8 @@ def load_recording(path, calibration_file=None, width: int = 240, height: int = 
 
 def read_depth_ground_truth(path) -> DepthGroundTruth | None:
     """The depth ground truth of a sequence (ECD folder or bag), or None when it has none."""
+    from focus_ros.sources import bags, ecd
+
     path = Path(path)
     if sequence_format(path) == ECD:
         folder = path if path.is_dir() else path.parent

@@ -18,14 +18,15 @@ from focus_ros.ros.demos import depth, rotation
 
 
 def parse_arguments(argv=None):
-    parser = argparse.ArgumentParser(prog="focus_ros demo", description="make demo: the angular velocity and depth nodes on simulated data")
+    parser = argparse.ArgumentParser(prog="focus_ros demo", description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=float, default=1.5, help="simulated seconds (default 1.5)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--loss", default="variance", help="focus loss (default variance)")
     parser.add_argument("--output", type=Path, default=Path("demo_output"), help="output folder")
     parser.add_argument("--part", choices=("all", "rotation", "depth"), default="all",
                         help="angular velocity, depth or both (default)")
-    parser.add_argument("--slider-duration", type=float, default=2.0, help="simulated seconds of the slider (default 2)")
+    parser.add_argument("--slider-duration", type=float, default=2.0,
+                        help="simulated seconds of the slider (default 2)")
     parser.add_argument("--keyframe-events", type=int, default=300_000,
                         help="events per depth keyframe (default 300000: ~0.75 s, 0.19 m of the simulated slider)")
     return parser.parse_args(argv)

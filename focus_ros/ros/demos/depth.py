@@ -25,7 +25,6 @@ import numpy as np
 from focus_ros.camera import Calibration
 from focus_ros.events import NANOSECONDS_PER_SECOND
 from focus_ros.evaluation.depth import cloud_error_summary, cloud_relative_errors, expected_keyframes
-from focus_ros.evaluation.depth_report import plot_cloud
 from focus_ros.poses import Trajectory
 from focus_ros.ros.demos.session import CONFIG_FOLDER, node_and_replayer
 from focus_ros.sources.depth_maps import DepthGroundTruth
@@ -87,6 +86,7 @@ def run_depth_node_and_replay(args, bag: Path, expected: int):
 
 
 def report(args, recording, clouds, pictures, node_log) -> int:
+    from focus_ros.evaluation.depth_report import plot_cloud  # matplotlib: only when there is something to draw
     from focus_ros.ros import depth_messages
 
     if not clouds:
@@ -111,7 +111,8 @@ def report(args, recording, clouds, pictures, node_log) -> int:
     map_picture = args.output / "depth_map.png"
     middle_ns = stamps[len(stamps) // 2]
     plot_cloud(np.concatenate(all_points), np.concatenate(all_depths), trajectory.world_from_camera(middle_ns),
-               cloud_picture, Z_MIN_M, Z_MAX_M, "depth_node point clouds, world frame, seen from beside the camera's path")
+               cloud_picture, Z_MIN_M, Z_MAX_M,
+               "depth_node point clouds, world frame, seen from beside the camera's path")
     write_depth_map_picture(pictures, ground_truth, recording.calibration, map_picture)
     print(f"      rendered point cloud (world frame, coloured by depth): {cloud_picture}")
     print(f"      depth map of one keyframe as published on depth/image_color, beside the ground truth: {map_picture}")
