@@ -70,3 +70,25 @@ def test_camera_info_messages_ros2_and_ros1_field_names_and_models():
         Calibration.from_camera_info_message(SimpleNamespace(**{**vars(ros2), "distortion_model": "equidistant"}))
     with pytest.raises(ValueError, match="size must be positive"):
         Calibration.from_camera_info_message(SimpleNamespace(**{**vars(ros2), "width": 0}))
+
+
+def test_sensor_presets_are_usable_cameras():
+    """Every sensor preset has a calibration whose horizontal field of view is a real lens's
+    (40-100 degrees), whose principal point lies inside the sensor, whose distortion keeps the
+    corners' bearings monotonic (no fold-over), and is found again by its size."""
+    from focus_ros.camera import SENSORS, sensor_model, sensor_of_size
+
+    assert {"davis240c", "davis346", "dvxplorer", "imx636"} <= set(SENSORS)
+    for name, sensor in SENSORS.items():
+        calibration = sensor.calibration()
+        field_of_view_deg = np.degrees(2 * np.arctan(calibration.width / 2 / calibration.fx))
+        assert 40 < field_of_view_deg < 100, name
+        assert 0 < calibration.cx < calibration.width and 0 < calibration.cy < calibration.height, name
+        bearings = calibration.bearing_lut()
+        assert np.all(np.diff(bearings[calibration.height // 2, :, 0]) > 0), name
+        assert np.all(np.diff(bearings[:, calibration.width // 2, 1]) > 0), name
+        assert sensor_model(name) is sensor
+        assert sensor_of_size(sensor.width, sensor.height) is sensor
+    assert sensor_of_size(100, 100) is None
+    with pytest.raises(ValueError, match="unknown sensor 'davis999'"):
+        sensor_model("davis999")
