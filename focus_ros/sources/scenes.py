@@ -31,15 +31,22 @@ LOG_OFFSET = 0.03
 
 def procedural_texture(height: int, width: int, rng: np.random.Generator,
                        shapes_per_megapixel: float = 120.0, smallest_px: float = 4.0,
-                       largest_px: float = 120.0) -> np.ndarray:
-    """A (height, width) float32 texture of intensity in [0, 1]: boxes, blobs and lines.
+                       largest_px: float = 120.0, texel_scale: float = 1.0) -> np.ndarray:
+    """A texture of intensity in [0, 1]: boxes, blobs and lines, float32.
 
     Shape sizes (texels) are log-uniform between ``smallest_px`` and ``largest_px``,
     intensities uniform in [0.02, 1]; ``shapes_per_megapixel`` sets the edge density
     and therefore the event rate. Deterministic for a given ``rng`` state.
+    ``texel_scale`` (>= 1) draws the same shapes on a grid that many times finer: the
+    result is (round(height · texel_scale), round(width · texel_scale)) with sharper edges
+    (the anti-aliasing and blur act per texel), for cameras whose pixels are finer than
+    the DAVIS240C's; sizes, counts and positions above are in texels of the 1x grid.
     """
     scale = 2  # draw at twice the resolution, then area-average: anti-aliased edges
-    canvas_h, canvas_w = height * scale, width * scale
+    out_h, out_w = int(round(height * texel_scale)), int(round(width * texel_scale))
+    canvas_h, canvas_w = out_h * scale, out_w * scale
+    # canvas px per 1x-grid canvas px (1 exactly at texel_scale 1)
+    draw_scale = canvas_w / (width * scale)
     background = rng.uniform(0.25, 0.6)
     gradient = cv2.resize(rng.uniform(-0.15, 0.15, (4, 4)).astype(np.float32), (canvas_w, canvas_h),
                           interpolation=cv2.INTER_CUBIC)
@@ -47,25 +54,26 @@ def procedural_texture(height: int, width: int, rng: np.random.Generator,
     count = max(1, int(round(shapes_per_megapixel * height * width / 1e6)))
     for _ in range(count):
         size = scale * float(np.exp(rng.uniform(np.log(smallest_px), np.log(largest_px))))
-        centre = (rng.uniform(0, canvas_w), rng.uniform(0, canvas_h))
+        centre = (rng.uniform(0, width * scale) * draw_scale, rng.uniform(0, height * scale) * draw_scale)
         value = float(rng.uniform(0.02, 1.0))
         kind = rng.integers(0, 3)
         if kind == 0:  # box, possibly rotated
-            box = ((centre[0], centre[1]), (size, size * rng.uniform(0.3, 1.0)), rng.uniform(0, 180))
+            box = ((centre[0], centre[1]), (size * draw_scale, size * rng.uniform(0.3, 1.0) * draw_scale),
+                   rng.uniform(0, 180))
             cv2.fillPoly(canvas, [np.round(cv2.boxPoints(box) * 16).astype(np.int32)], value,
                          lineType=cv2.LINE_8, shift=4)
         elif kind == 1:  # blob (ellipse)
-            axes = (max(1, int(size / 2)), max(1, int(size / 2 * rng.uniform(0.4, 1.0))))
+            axes = (max(1, int(size / 2 * draw_scale)), max(1, int(size / 2 * rng.uniform(0.4, 1.0) * draw_scale)))
             cv2.ellipse(canvas, (int(centre[0]), int(centre[1])), axes, rng.uniform(0, 180), 0, 360,
                         value, thickness=-1)
         else:  # line
             angle = rng.uniform(0, np.pi)
-            half = size * np.array([np.cos(angle), np.sin(angle)])
+            half = size * draw_scale * np.array([np.cos(angle), np.sin(angle)])
             start = np.round(np.array(centre) - half).astype(int)
             end = np.round(np.array(centre) + half).astype(int)
-            thickness = max(1, int(rng.uniform(1, max(2, size / 12))))
+            thickness = max(1, int(rng.uniform(1, max(2, size / 12)) * draw_scale))
             cv2.line(canvas, tuple(int(v) for v in start), tuple(int(v) for v in end), value, thickness)
-    texture = cv2.resize(canvas, (width, height), interpolation=cv2.INTER_AREA)
+    texture = cv2.resize(canvas, (out_w, out_h), interpolation=cv2.INTER_AREA)
     texture = cv2.GaussianBlur(texture, (0, 0), 0.6)
     return np.clip(texture, 0.0, 1.0).astype(np.float32)
 
@@ -89,10 +97,16 @@ class PanoramaScene:
     faces: np.ndarray
 
     @classmethod
-    def generate(cls, seed: int, face_size: int = 512, shapes_per_megapixel: float = 120.0) -> "PanoramaScene":
-        """A deterministic room of six procedurally textured walls (0.18 deg per texel at 512)."""
+    def generate(cls, seed: int, face_size: int = 512, shapes_per_megapixel: float = 120.0,
+                 texel_scale: float = 1.0) -> "PanoramaScene":
+        """A deterministic room of six procedurally textured walls (0.18 deg per texel at 512).
+
+        texel_scale (>= 1): the same room on faces of round(face_size · texel_scale) texels
+        (see :func:`procedural_texture`), for cameras with finer pixels.
+        """
         rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5CE4E]))
-        faces = np.stack([log_intensity(procedural_texture(face_size, face_size, rng, shapes_per_megapixel))
+        faces = np.stack([log_intensity(procedural_texture(face_size, face_size, rng, shapes_per_megapixel,
+                                                           texel_scale=texel_scale))
                           for _ in range(6)])
         return cls(np.ascontiguousarray(faces))
 
@@ -191,7 +205,7 @@ class PlanarScene:
 
     @classmethod
     def boxes_in_front_of_wall(cls, seed: int, wall_distance_m: float = 4.0,
-                               texture_size: int = 512) -> "PlanarScene":
+                               texture_size: int = 512, texel_scale: float = 1.0) -> "PlanarScene":
         """A wall at x = wall_distance_m (unbounded, facing -x), three panels in front.
 
         Panels: fronto-parallel at x = 1.6, 2.4 m and one slanted by 40 deg about the
@@ -199,28 +213,29 @@ class PlanarScene:
         sits near the origin looking along +x.
         """
         rng = np.random.default_rng(np.random.SeedSequence([seed, 0x91A4E]))
+        resolution = int(round(texture_size * texel_scale))  # texels per texture side
 
         def texture():
-            return log_intensity(procedural_texture(texture_size, texture_size, rng, 90.0))
+            return log_intensity(procedural_texture(texture_size, texture_size, rng, 90.0, texel_scale=texel_scale))
 
         y_axis, z_axis = np.array([0.0, 1.0, 0.0]), np.array([0.0, 0.0, 1.0])
         # facing -x (towards the camera): u = +y ... choose u, v so that normal = u x v = -x
         u_front, v_front = -y_axis, z_axis  # (-y) x z = -x
         planes = [TexturedPlane(np.array([wall_distance_m, 0.0, 0.0]), u_front, v_front,
-                                (np.inf, np.inf), texture_size / 3.0, texture()),
+                                (np.inf, np.inf), resolution / 3.0, texture()),
                   TexturedPlane(np.array([1.6, 0.45, -0.2]), u_front, v_front, (0.35, 0.3),
-                                texture_size / 0.7, texture()),
+                                resolution / 0.7, texture()),
                   TexturedPlane(np.array([2.4, -0.6, 0.25]), u_front, v_front, (0.5, 0.4),
-                                texture_size / 1.0, texture())]
+                                resolution / 1.0, texture())]
         angle = np.deg2rad(40.0)
         slanted_u = np.array([np.sin(angle), -np.cos(angle), 0.0])  # rotated -y about z
         planes.append(TexturedPlane(np.array([3.0, 1.4, 0.1]), slanted_u, z_axis, (0.5, 0.5),
-                                    texture_size / 1.0, texture()))
+                                    resolution / 1.0, texture()))
         return cls.from_planes(planes)
 
-
     @classmethod
-    def slider(cls, seed: int, wall_distance_m: float = 2.3, texture_size: int = 512) -> "PlanarScene":
+    def slider(cls, seed: int, wall_distance_m: float = 2.3, texture_size: int = 512,
+               texel_scale: float = 1.0) -> "PlanarScene":
         """Like the dataset's slider_depth: textured boxes on a table at 0.55-2.0 m, a wall behind.
 
         All surfaces face the camera of the ``slider`` preset (at the origin, looking along
@@ -232,12 +247,14 @@ class PlanarScene:
         f ≈ 200 px), so edges are sharp but not aliased.
         """
         rng = np.random.default_rng(np.random.SeedSequence([seed, 0x511DE4]))
+        resolution = int(round(texture_size * texel_scale))  # texels per texture side
 
         def texture():  # dense, mostly small shapes: many edges, as on slider_depth's objects
-            return log_intensity(procedural_texture(texture_size, texture_size, rng, 2500.0, largest_px=40.0))
+            return log_intensity(procedural_texture(texture_size, texture_size, rng, 2500.0, largest_px=40.0,
+                                                    texel_scale=texel_scale))
 
-        def texels_per_metre(depth_m):  # ~2 texels per pixel footprint (depth / 200 px)
-            return 400.0 / depth_m
+        def texels_per_metre(depth_m):  # ~2 texels per pixel footprint (depth / 200 px) at texel_scale 1
+            return 400.0 * resolution / texture_size / depth_m
 
         y_axis, z_axis = np.array([0.0, 1.0, 0.0]), np.array([0.0, 0.0, 1.0])
         u_front, v_front = -y_axis, z_axis  # normal u x v = -x: facing the camera

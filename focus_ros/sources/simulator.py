@@ -30,246 +30,31 @@ Geometry and conventions
 
 The orientation is the exact integral of ω (exponential-map composition on a 0.1 ms
 grid with the mid-point ω, error ~1e-5 rad over 10 s), so ``R^T dR/dt = [ω]×``.
+
+The parts: camera motion in :mod:`~focus_ros.sources.trajectories`, scenes in
+:mod:`~focus_ros.sources.scenes`, the named presets (scene + motion, any camera) in
+:mod:`~focus_ros.sources.presets`; this module renders and emits events, and builds a
+preset's simulator for a camera (:func:`make_preset`). Every public name of those modules
+that users of the simulator need is importable from here too.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Callable
 
 import numpy as np
 from numba import njit
 
-from focus_ros.camera import Calibration
+from focus_ros.camera import DAVIS240C, Calibration, sensor_model
 from focus_ros.events import NANOSECONDS_PER_SECOND, Events
+from focus_ros.sources.presets import PRESETS, SLIDER_SPEED_M_S, Preset, preset
 from focus_ros.sources.recording import ImuSamples, Poses, Recording
-from focus_ros.sources.scenes import (PanoramaScene, PlanarScene, cast_ray, sample_cube_map)
-
-#: R_world_camera at t = 0: camera z (forward) = world +x, camera x (right) = world -y,
-#: camera y (down) = world -z. Columns are the camera axes in world coordinates.
-CAMERA_LOOKING_ALONG_X = np.array([[0.0, 0.0, 1.0], [-1.0, 0.0, 0.0], [0.0, -1.0, 0.0]])
-
-#: gravity in the world frame (z up), m/s^2
-GRAVITY_WORLD = np.array([0.0, 0.0, -9.81])
-
-#: angular velocity profile: times (s, shape N) -> angular velocity (N, 3) rad/s, camera frame
-AngularVelocityProfile = Callable[[np.ndarray], np.ndarray]
-
-
-# ============================================================================ motion
-
-
-@dataclass(frozen=True)
-class ConstantAngularVelocity:
-    """A constant angular velocity (rad/s, camera frame)."""
-
-    angular_velocity: tuple
-
-    def __call__(self, t_s: np.ndarray) -> np.ndarray:
-        t_s = np.atleast_1d(np.asarray(t_s, np.float64))
-        return np.tile(np.asarray(self.angular_velocity, np.float64), (len(t_s), 1))
-
-
-class OscillatingAngularVelocity:
-    """Smooth oscillations about all three camera axes with a linearly ramping amplitude.
-
-    ``ω_i(t) = s_i · ramp(t) · Σ_j a_ij sin(2π f_ij t + φ_ij)`` (rad/s) with
-    ``ramp(t) = r0 + (1 - r0) · t / duration``; frequencies f_ij uniform in
-    ``frequency_range_hz``, amplitudes and phases random from the seed, and the scale s_i
-    chosen so that max over [0, duration] of |ω_i| is ``peak_rad_s`` on every axis —
-    like the dataset's rotation sequences, which end shaking at about ±700 deg/s.
-    """
-
-    def __init__(self, peak_rad_s: float, duration_s: float, seed: int,
-                 ramp_start_fraction: float = 0.05, frequency_range_hz=(0.7, 2.2),
-                 components_per_axis: int = 3):
-        if peak_rad_s < 0 or duration_s <= 0:
-            raise ValueError(f"peak angular velocity must be >= 0 and duration > 0, got "
-                             f"{peak_rad_s} rad/s, {duration_s} s")
-        rng = np.random.default_rng(np.random.SeedSequence([seed, 0xA9E10C]))
-        self.peak_rad_s = float(peak_rad_s)
-        self.duration_s = float(duration_s)
-        self.ramp_start_fraction = float(ramp_start_fraction)
-        self.frequencies_hz = rng.uniform(*frequency_range_hz, (3, components_per_axis))
-        self.amplitudes = rng.uniform(0.3, 1.0, (3, components_per_axis))
-        self.phases = rng.uniform(0, 2 * np.pi, (3, components_per_axis))
-        self.scales = np.ones(3)
-        grid = np.linspace(0.0, duration_s, int(duration_s * 2000) + 2)
-        unscaled_peak = np.abs(self(grid)).max(axis=0)
-        self.scales = np.where(unscaled_peak > 0, self.peak_rad_s / np.maximum(unscaled_peak, 1e-300), 0.0)
-
-    def ramp(self, t_s: np.ndarray) -> np.ndarray:
-        return self.ramp_start_fraction + (1.0 - self.ramp_start_fraction) * t_s / self.duration_s
-
-    def __call__(self, t_s: np.ndarray) -> np.ndarray:
-        t_s = np.atleast_1d(np.asarray(t_s, np.float64))
-        angles = 2 * np.pi * self.frequencies_hz[None] * t_s[:, None, None] + self.phases[None]
-        oscillation = (self.amplitudes[None] * np.sin(angles)).sum(axis=2)
-        return self.scales[None] * self.ramp(t_s)[:, None] * oscillation
-
-
-class OscillatingPosition:
-    """Camera position (m, world frame) ``p0 + Σ_j b_ij sin(2π g_ij t + ψ_ij)`` per axis.
-
-    Smooth, with analytic velocity and acceleration; ``amplitude_m`` bounds each axis'
-    excursion from ``start`` (m).
-    """
-
-    def __init__(self, amplitude_m: float, seed: int, start=(0.0, 0.0, 0.0),
-                 frequency_range_hz=(0.3, 0.9), components_per_axis: int = 2):
-        rng = np.random.default_rng(np.random.SeedSequence([seed, 0x7051]))
-        self.start = np.asarray(start, np.float64)
-        self.frequencies_hz = rng.uniform(*frequency_range_hz, (3, components_per_axis))
-        weights = rng.uniform(0.3, 1.0, (3, components_per_axis))
-        self.amplitudes = amplitude_m * weights / weights.sum(axis=1, keepdims=True)
-        self.phases = rng.uniform(0, 2 * np.pi, (3, components_per_axis))
-
-    def _terms(self, t_s, derivative: int) -> np.ndarray:
-        t_s = np.atleast_1d(np.asarray(t_s, np.float64))
-        omega = 2 * np.pi * self.frequencies_hz[None]
-        angles = omega * t_s[:, None, None] + self.phases[None]
-        # d^n/dt^n sin(w t + φ) = w^n sin(w t + φ + n π/2)
-        return (self.amplitudes[None] * omega ** derivative
-                * np.sin(angles + derivative * np.pi / 2)).sum(axis=2)
-
-    def position(self, t_s) -> np.ndarray:
-        # subtract the value at t = 0 so that the camera starts at `start`
-        return self.start + self._terms(t_s, 0) - self._terms(np.zeros(1), 0)
-
-    def velocity(self, t_s) -> np.ndarray:
-        return self._terms(t_s, 1)
-
-    def acceleration(self, t_s) -> np.ndarray:
-        return self._terms(t_s, 2)
-
-
-class StaticPosition:
-    """A camera that only rotates about its optical centre (position fixed, m)."""
-
-    def __init__(self, position=(0.0, 0.0, 0.0)):
-        self.start = np.asarray(position, np.float64)
-
-    def position(self, t_s) -> np.ndarray:
-        return np.tile(self.start, (len(np.atleast_1d(t_s)), 1))
-
-    def velocity(self, t_s) -> np.ndarray:
-        return np.zeros((len(np.atleast_1d(t_s)), 3))
-
-    def acceleration(self, t_s) -> np.ndarray:
-        return np.zeros((len(np.atleast_1d(t_s)), 3))
-
-
-class LinearPosition:
-    """A camera translating at constant velocity: ``start + velocity · t`` (m, m/s, world frame)."""
-
-    def __init__(self, start, velocity_m_s):
-        self.start = np.asarray(start, np.float64)
-        self.velocity_m_s = np.asarray(velocity_m_s, np.float64)
-
-    def position(self, t_s) -> np.ndarray:
-        t_s = np.atleast_1d(np.asarray(t_s, np.float64))
-        return self.start + t_s[:, None] * self.velocity_m_s
-
-    def velocity(self, t_s) -> np.ndarray:
-        return np.tile(self.velocity_m_s, (len(np.atleast_1d(t_s)), 1))
-
-    def acceleration(self, t_s) -> np.ndarray:
-        return np.zeros((len(np.atleast_1d(t_s)), 3))
-
-
-@njit(cache=True, nogil=True)
-def _rotation_exp(wx, wy, wz):
-    """exp([w]×) for a rotation vector w (rad), Rodrigues' formula, as a 3x3 array."""
-    angle = math.sqrt(wx * wx + wy * wy + wz * wz)
-    if angle < 1e-8:
-        a, b = 1.0 - angle * angle / 6.0, 0.5 - angle * angle / 24.0
-    else:
-        a, b = math.sin(angle) / angle, (1.0 - math.cos(angle)) / (angle * angle)
-    result = np.empty((3, 3))
-    result[0, 0] = 1.0 - b * (wy * wy + wz * wz)
-    result[1, 1] = 1.0 - b * (wx * wx + wz * wz)
-    result[2, 2] = 1.0 - b * (wx * wx + wy * wy)
-    result[0, 1] = -a * wz + b * wx * wy
-    result[1, 0] = a * wz + b * wx * wy
-    result[0, 2] = a * wy + b * wx * wz
-    result[2, 0] = -a * wy + b * wx * wz
-    result[1, 2] = -a * wx + b * wy * wz
-    result[2, 1] = a * wx + b * wy * wz
-    return result
-
-
-@njit(cache=True, nogil=True)
-def _integrate_orientation(initial, rotation_vectors):
-    """R_0 = initial, R_{k+1} = R_k · exp([rotation_vectors[k]]×); returns (K+1, 3, 3)."""
-    result = np.empty((len(rotation_vectors) + 1, 3, 3))
-    result[0] = initial
-    for k in range(len(rotation_vectors)):
-        w = rotation_vectors[k]
-        result[k + 1] = result[k] @ _rotation_exp(w[0], w[1], w[2])
-    return result
-
-
-def rotation_exp(rotation_vectors: np.ndarray) -> np.ndarray:
-    """exp([w]×) for rotation vectors (N, 3) rad -> (N, 3, 3), Rodrigues' formula."""
-    w = np.atleast_2d(rotation_vectors)
-    angle = np.linalg.norm(w, axis=1)
-    small = angle < 1e-8
-    safe = np.where(small, 1.0, angle)
-    a = np.where(small, 1.0 - angle ** 2 / 6.0, np.sin(safe) / safe)
-    b = np.where(small, 0.5 - angle ** 2 / 24.0, (1.0 - np.cos(safe)) / safe ** 2)
-    skew = np.zeros((len(w), 3, 3))
-    skew[:, 0, 1], skew[:, 0, 2], skew[:, 1, 2] = -w[:, 2], w[:, 1], -w[:, 0]
-    skew = skew - skew.transpose(0, 2, 1)
-    return np.eye(3)[None] + a[:, None, None] * skew + b[:, None, None] * (skew @ skew)
-
-
-class Trajectory:
-    """Camera motion: orientation integrated from an angular-velocity profile, plus a position.
-
-    ``angular_velocity(t)`` (rad/s, camera frame) is the profile itself;
-    ``orientation(t)`` is R_world_camera, the integral of ``dR/dt = R [ω]×`` from
-    ``initial_orientation`` at t = 0, computed on an ``integration_step_s`` grid by
-    exponential-map composition with the mid-point ω, and between grid nodes by one
-    more exponential step. Valid for t in [0, duration_s].
-    """
-
-    def __init__(self, angular_velocity: AngularVelocityProfile, duration_s: float,
-                 position=None, initial_orientation: np.ndarray = CAMERA_LOOKING_ALONG_X,
-                 integration_step_s: float = 1e-4):
-        if duration_s <= 0:
-            raise ValueError(f"trajectory duration must be > 0 s, got {duration_s}")
-        self.angular_velocity = angular_velocity
-        self.duration_s = float(duration_s)
-        self.position_model = position if position is not None else StaticPosition()
-        self.step_s = float(integration_step_s)
-        nodes = int(math.ceil(duration_s / self.step_s)) + 2
-        self._node_times = np.arange(nodes) * self.step_s
-        midpoint_rates = angular_velocity(self._node_times[:-1] + 0.5 * self.step_s)
-        self._node_orientations = _integrate_orientation(
-            np.asarray(initial_orientation, np.float64), np.ascontiguousarray(midpoint_rates * self.step_s))
-
-    def orientation(self, t_s) -> np.ndarray:
-        """R_world_camera at times t_s (s) -> (N, 3, 3)."""
-        t_s = np.atleast_1d(np.asarray(t_s, np.float64))
-        node = np.clip(np.floor(t_s / self.step_s).astype(np.int64), 0, len(self._node_times) - 2)
-        since_node = t_s - self._node_times[node]
-        rates = self.angular_velocity(self._node_times[node] + 0.5 * since_node)
-        return self._node_orientations[node] @ rotation_exp(rates * since_node[:, None])
-
-    def position(self, t_s) -> np.ndarray:
-        """Camera position in the world frame (m) -> (N, 3)."""
-        return self.position_model.position(t_s)
-
-    def velocity_camera(self, t_s) -> np.ndarray:
-        """Camera linear velocity in the camera frame (m/s) -> (N, 3)."""
-        rotation = self.orientation(t_s)
-        return np.einsum("nji,nj->ni", rotation, self.position_model.velocity(t_s))
-
-    def specific_force(self, t_s) -> np.ndarray:
-        """What an accelerometer at the camera centre reads: R^T (a_world - g_world), m/s^2."""
-        rotation = self.orientation(t_s)
-        return np.einsum("nji,nj->ni", rotation, self.position_model.acceleration(t_s) - GRAVITY_WORLD)
+from focus_ros.sources.scenes import PanoramaScene, PlanarScene, cast_ray, sample_cube_map
+from focus_ros.sources.trajectories import (CAMERA_LOOKING_ALONG_X, GRAVITY_WORLD, AngularVelocityProfile,
+                                            ConstantAngularVelocity, LinearPosition, OscillatingAngularVelocity,
+                                            OscillatingPosition, StaticPosition, Trajectory, rotation_exp)
 
 
 # ============================================================================ sensor
@@ -502,11 +287,13 @@ class EventSimulator:
     :class:`PlanarScene` (ray-cast planes; depth maps exported). Per-pixel thresholds are
     drawn from ``seed`` at construction (``threshold_positive``/``threshold_negative``,
     (height, width)), noise from ``seed`` at each :meth:`simulate`: the same seed gives
-    bitwise the same events.
+    bitwise the same events. origin: what the simulation is of, for the record every
+    :meth:`simulate` result carries (:attr:`Recording.simulation`), e.g. the preset's name
+    and the camera's (:func:`make_preset` fills it).
     """
 
     def __init__(self, scene, trajectory: Trajectory, calibration: Calibration,
-                 sensor: SensorConfig = SensorConfig(), seed: int = 0):
+                 sensor: SensorConfig = SensorConfig(), seed: int = 0, origin: dict | None = None):
         if not isinstance(scene, (PanoramaScene, PlanarScene)):
             raise TypeError(f"scene must be a PanoramaScene or PlanarScene, got {type(scene).__name__}")
         sensor.validate()
@@ -515,6 +302,7 @@ class EventSimulator:
         self.calibration = calibration
         self.sensor = sensor
         self.seed = int(seed)
+        self.origin = dict(origin or {})
         lut = calibration.bearing_lut()
         self.bearings = np.ascontiguousarray(lut.reshape(-1, 2))
         self._rotation_flow, self._translation_flow = _image_motion_matrices(lut)
@@ -639,7 +427,17 @@ class EventSimulator:
         return Recording(events=events, calibration=self.calibration,
                          imu=self.imu_samples(start_s, end_s, imu_rate_hz),
                          poses=self.poses(start_s, end_s, pose_rate_hz),
+                         simulation=self.simulation_record(start_s, end_s),
                          **self._depth_maps(start_s, end_s, depth_rate_hz))
+
+    def simulation_record(self, start_s: float, end_s: float) -> dict:
+        """What a simulation of [start_s, end_s] (s) is: :attr:`origin`, the seed, the sensor size
+        (px) and settings; plain numbers and text (the writers store it as YAML). Its presence
+        tells readers that the IMU and poses are exact ground truth (no gyro delay)."""
+        return {"simulator": "focus_ros", **self.origin, "seed": self.seed,
+                "width": int(self.calibration.width), "height": int(self.calibration.height),
+                "start_s": float(start_s), "end_s": float(end_s), "trajectory_duration_s": self.trajectory.duration_s,
+                **{name: float(value) for name, value in asdict(self.sensor).items()}}
 
     def _add_noise(self, events: Events, start_ns: int, end_ns: int, refractory_ns: int) -> Events:
         """Merge background-activity events (Poisson per pixel, random polarity) into events."""
@@ -688,82 +486,56 @@ class EventSimulator:
                     depth_maps=np.stack([self.render(t)[1] for t in t_s]))
 
 
-# ============================================================================ presets
+# ============================================================================ presets with a camera
 
 
-@dataclass(frozen=True)
-class Preset:
-    """A named simulation setup; ``build(duration_s, seed, sensor)`` gives the simulator."""
+def texel_scale(calibration: Calibration) -> float:
+    """How much finer than the DAVIS240C scenes a camera needs its scene textures (>= 1).
 
-    name: str
-    description: str
-    default_duration_s: float
-    build: Callable = field(repr=False)
-
-
-def _rotation_simulator(peak_deg_s: float, ramp_start_fraction: float):
-    def build(duration_s: float, seed: int, sensor: SensorConfig) -> EventSimulator:
-        profile = OscillatingAngularVelocity(np.deg2rad(peak_deg_s), duration_s, seed,
-                                             ramp_start_fraction=ramp_start_fraction)
-        return EventSimulator(PanoramaScene.generate(seed), Trajectory(profile, duration_s),
-                              Calibration.davis240c(), sensor, seed)
-    return build
+    The presets' textures have about 1.3 texels per DAVIS240C pixel (fx ≈ 199 px); a camera
+    with a longer focal length (px) gets textures that many times finer, rounded up to
+    whole 64ths of the 512-texel base, so its edges are as sharp at its own pixel size
+    (the shapes do not change). Exactly 1 for the DAVIS240C and any shorter focal length.
+    """
+    ratio = max(calibration.fx, calibration.fy) / DAVIS240C["fx"]
+    return max(1.0, math.ceil(512 * ratio / 64 - 1e-9) * 64 / 512)
 
 
-def _six_dof_simulator(duration_s: float, seed: int, sensor: SensorConfig) -> EventSimulator:
-    profile = OscillatingAngularVelocity(np.deg2rad(60.0), duration_s, seed, ramp_start_fraction=1.0,
-                                         frequency_range_hz=(0.3, 0.9))
-    position = OscillatingPosition(0.3, seed)
-    return EventSimulator(PlanarScene.boxes_in_front_of_wall(seed), Trajectory(profile, duration_s, position),
-                          Calibration.davis240c(), sensor, seed)
-
-
-#: camera speed of the slider preset (m/s), along the camera's x axis (right)
-SLIDER_SPEED_M_S = 0.25
-
-
-def _slider_simulator(duration_s: float, seed: int, sensor: SensorConfig) -> EventSimulator:
-    """The camera slides right (camera +x = world -y) at SLIDER_SPEED_M_S without rotating,
-    its path centred on the world origin, in front of :meth:`PlanarScene.slider`."""
-    camera_x_in_world = CAMERA_LOOKING_ALONG_X[:, 0]
-    velocity = SLIDER_SPEED_M_S * camera_x_in_world
-    position = LinearPosition(-0.5 * duration_s * velocity, velocity)
-    return EventSimulator(PlanarScene.slider(seed), Trajectory(ConstantAngularVelocity((0.0, 0.0, 0.0)),
-                                                               duration_s, position),
-                          Calibration.davis240c(), sensor, seed)
-
-
-PRESETS = {
-    "rotation": Preset("rotation", "DAVIS240C rotating in a textured room, ω ramping up to ±700 deg/s "
-                       "on every axis (like boxes_rotation)", 10.0, _rotation_simulator(700.0, 0.05)),
-    "rotation_short": Preset("rotation_short", "2 s of rotation up to ±300 deg/s, for demos and CI", 2.0,
-                             _rotation_simulator(300.0, 0.5)),
-    "six_dof": Preset("six_dof", "DAVIS240C moving in 6-DoF in front of a wall with panels at 1.6-3 m "
-                      "(depth maps at 50 Hz)", 5.0, _six_dof_simulator),
-    "slider": Preset("slider", "DAVIS240C sliding right at 0.25 m/s without rotating, in front of textured "
-                     "panels at 0.55-2 m and a wall at 2.3 m, like slider_depth (depth maps at 50 Hz)", 3.0,
-                     _slider_simulator),
-}
+def camera_calibration(camera) -> Calibration:
+    """The calibration of ``camera``: a :data:`focus_ros.camera.SENSORS` name (e.g. "imx636") or a
+    :class:`Calibration` itself. ValueError naming the known sensors for an unknown name."""
+    if isinstance(camera, Calibration):
+        return camera
+    return sensor_model(camera).calibration()
 
 
 def make_preset(name: str, duration_s: float | None = None, seed: int = 0,
-                sensor: SensorConfig = SensorConfig()) -> EventSimulator:
-    """The simulator of a named preset (see :data:`PRESETS`); duration default per preset."""
-    if name not in PRESETS:
-        raise ValueError(f"unknown simulator preset {name!r}; choose one of {', '.join(PRESETS)}")
-    preset = PRESETS[name]
-    duration_s = preset.default_duration_s if duration_s is None else float(duration_s)
+                sensor: SensorConfig = SensorConfig(), camera="davis240c") -> EventSimulator:
+    """The simulator of a named preset (see :data:`PRESETS`) seen through ``camera``.
+
+    camera: a :data:`focus_ros.camera.SENSORS` name ("davis240c", "davis346", "dvxplorer",
+    "imx636") or a :class:`Calibration`: its size, intrinsics and distortion; the scene's
+    shapes, the motion and hence the ground truth (ω, poses) are the same for every camera
+    (depth maps have the camera's size). duration_s default per preset; sensor: thresholds,
+    noise and the render step bound. ValueError naming the bad argument.
+    """
+    chosen = preset(name)
+    duration_s = chosen.default_duration_s if duration_s is None else float(duration_s)
     if not (duration_s > 0 and np.isfinite(duration_s)):
         raise ValueError(f"duration must be a positive number of seconds, got {duration_s}")
-    return preset.build(duration_s, int(seed), sensor)
+    calibration = camera_calibration(camera)
+    camera_name = camera if isinstance(camera, str) else "custom"
+    return EventSimulator(chosen.scene(int(seed), texel_scale(calibration)), chosen.trajectory(duration_s, int(seed)),
+                          calibration, sensor, int(seed), origin={"preset": name, "camera": camera_name})
 
 
 def simulate_preset(name: str, duration_s: float | None = None, seed: int = 0,
-                    sensor: SensorConfig = SensorConfig(), **simulate_options) -> Recording:
+                    sensor: SensorConfig = SensorConfig(), camera="davis240c", **simulate_options) -> Recording:
     """Shortcut: ``make_preset(...).simulate(**simulate_options)``."""
-    return make_preset(name, duration_s, seed, sensor).simulate(**simulate_options)
+    return make_preset(name, duration_s, seed, sensor, camera).simulate(**simulate_options)
 
 
-__all__ = ["CAMERA_LOOKING_ALONG_X", "GRAVITY_WORLD", "ConstantAngularVelocity", "OscillatingAngularVelocity",
-           "OscillatingPosition", "LinearPosition", "StaticPosition", "SLIDER_SPEED_M_S", "Trajectory",
-           "SensorConfig", "EventSimulator", "Preset", "PRESETS", "make_preset", "simulate_preset", "rotation_exp"]
+__all__ = ["CAMERA_LOOKING_ALONG_X", "GRAVITY_WORLD", "AngularVelocityProfile", "ConstantAngularVelocity",
+           "OscillatingAngularVelocity", "OscillatingPosition", "LinearPosition", "StaticPosition", "SLIDER_SPEED_M_S",
+           "Trajectory", "SensorConfig", "EventSimulator", "Preset", "PRESETS", "PanoramaScene", "PlanarScene",
+           "camera_calibration", "make_preset", "simulate_preset", "rotation_exp", "texel_scale"]
