@@ -89,12 +89,24 @@ def sensor_of_size(width: int, height: int) -> SensorModel | None:
     return next((sensor for sensor in SENSORS.values() if (sensor.width, sensor.height) == (width, height)), None)
 
 
+#: the smallest sensor side (px) a calibration may have: a quarter of the smallest event camera
+#: sold (the DVS128, 128 px); fewer is a placeholder (1x1 from a driver that does not know its
+#: sensor), not a camera
+MIN_SENSOR_SIDE_PX = 32
+#: the field of view (deg, along each sensor side, pinhole) a calibration's focal length may
+#: give: from a long telephoto lens (a few degrees) to a wide lens still modelled as a pinhole
+#: with plumb-bob distortion (well below 180); outside, fx or fy is in the wrong unit or wrong
+FIELD_OF_VIEW_RANGE_DEG = (1.0, 170.0)
+
+
 @dataclass(frozen=True)
 class Calibration:
     """Intrinsics of one event camera.
 
     width, height: sensor size in px; fx, fy, cx, cy in px;
     distortion: (k1, k2, p1, p2, k3), radial-tangential (plumb bob).
+    Built from outside data (camera_info, files, parameters) through the ``from_*``
+    constructors, which refuse an implausible calibration (:meth:`validate`).
     """
 
     width: int
@@ -104,6 +116,34 @@ class Calibration:
     cx: float
     cy: float
     distortion: tuple = field(default=(0.0, 0.0, 0.0, 0.0, 0.0))
+
+    def validate(self) -> "Calibration":
+        """This calibration if it can be a real camera's; ValueError naming the first problem:
+        a number that is not finite (NaN, inf), a sensor side under :data:`MIN_SENSOR_SIDE_PX`,
+        a focal length (px) whose field of view along its side lies outside
+        :data:`FIELD_OF_VIEW_RANGE_DEG` (this includes fx, fy <= 0), a principal point (px)
+        outside the sensor. Such a calibration makes every window degenerate: refusing it
+        keeps the node waiting for a usable one and says why."""
+        numbers = dict(fx=self.fx, fy=self.fy, cx=self.cx, cy=self.cy)
+        numbers.update(zip(("k1", "k2", "p1", "p2", "k3"), self.distortion))
+        not_finite = [f"{name} {value}" for name, value in numbers.items() if not np.isfinite(value)]
+        if not_finite:
+            raise ValueError(f"calibration has non-finite values: {', '.join(not_finite)}")
+        if min(self.width, self.height) < MIN_SENSOR_SIDE_PX:
+            raise ValueError(f"calibration size {self.width}x{self.height} px is not a sensor's "
+                             f"(each side at least {MIN_SENSOR_SIDE_PX} px)")
+        if self.fx <= 0 or self.fy <= 0:
+            raise ValueError(f"calibration has non-positive focal length: fx {self.fx}, fy {self.fy}")
+        low, high = FIELD_OF_VIEW_RANGE_DEG
+        for name, focal, side in (("fx", self.fx, self.width), ("fy", self.fy, self.height)):
+            field_of_view_deg = float(np.degrees(2 * np.arctan(side / 2 / focal)))
+            if not low <= field_of_view_deg <= high:
+                raise ValueError(f"calibration {name} {focal:g} px gives a {field_of_view_deg:.3g} deg field of view "
+                                 f"over {side} px, outside the {low:g}-{high:g} deg of a real lens")
+        if not (0 <= self.cx <= self.width and 0 <= self.cy <= self.height):
+            raise ValueError(f"calibration principal point ({self.cx:g}, {self.cy:g}) px lies outside the "
+                             f"{self.width}x{self.height} px sensor")
+        return self
 
     @classmethod
     def davis240c(cls) -> "Calibration":
@@ -129,7 +169,10 @@ class Calibration:
             raise ValueError(f"{path}: expected 4, 8 or 9 numbers (fx fy cx cy [k1 k2 p1 p2 [k3]]), "
                              f"found {len(values)}")
         distortion = tuple(values[4:]) + (0.0,) * (9 - len(values))
-        return cls(width, height, *values[:4], distortion=distortion)
+        try:
+            return cls(width, height, *values[:4], distortion=distortion).validate()
+        except ValueError as error:
+            raise ValueError(f"{path}: {error}") from None
 
     @classmethod
     def from_file(cls, path, width: int = 240, height: int = 180) -> "Calibration":
@@ -153,7 +196,8 @@ class Calibration:
     @classmethod
     def from_camera_info(cls, k, d, width: int, height: int) -> "Calibration":
         """Build from a ROS ``sensor_msgs/CameraInfo``: k (9 numbers, row-major K in px),
-        d (plumb-bob distortion k1 k2 p1 p2 [k3]; shorter lists are zero-padded)."""
+        d (plumb-bob distortion k1 k2 p1 p2 [k3]; shorter lists are zero-padded). ValueError
+        when malformed or implausible (:meth:`validate`)."""
         k = [float(v) for v in k]
         if len(k) != 9:
             raise ValueError(f"camera_info K must have 9 numbers, found {len(k)}")
@@ -163,12 +207,10 @@ class Calibration:
                 raise ValueError(f"camera_info D has {len(d)} coefficients: only plumb_bob "
                                  "(k1 k2 p1 p2 k3) is supported")
             d = d[:5]
-        if k[0] <= 0 or k[4] <= 0:
-            raise ValueError(f"camera_info K has non-positive focal length: fx {k[0]}, fy {k[4]}")
         if int(width) <= 0 or int(height) <= 0:
             raise ValueError(f"camera_info size must be positive, got {width}x{height}")
         distortion = tuple(d) + (0.0,) * (5 - len(d))
-        return cls(int(width), int(height), k[0], k[4], k[2], k[5], distortion=distortion)
+        return cls(int(width), int(height), k[0], k[4], k[2], k[5], distortion=distortion).validate()
 
     @classmethod
     def from_camera_info_message(cls, message) -> "Calibration":

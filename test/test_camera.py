@@ -92,3 +92,58 @@ def test_sensor_presets_are_usable_cameras():
     assert sensor_of_size(100, 100) is None
     with pytest.raises(ValueError, match="unknown sensor 'davis999'"):
         sensor_model("davis999")
+
+
+@pytest.mark.parametrize("change, words", [
+    (dict(fx=float("nan")), "non-finite values: fx nan"),
+    (dict(cy=float("inf")), "non-finite values: cy inf"),
+    (dict(k1=float("nan")), "non-finite values: k1 nan"),
+    (dict(width=1, height=1), "size 1x1 px is not a sensor's"),
+    (dict(fx=0.0), "non-positive focal length"),
+    (dict(fy=-5.0), "non-positive focal length"),
+    (dict(fx=1e5), "fx 100000 px gives a 0.138 deg field of view over 240 px"),
+    (dict(fy=0.5), "fy 0.5 px gives a 179 deg field of view over 180 px"),
+    (dict(cx=-500.0), "principal point (-500, 110.713) px lies outside"),
+])
+def test_implausible_calibrations_are_refused_with_the_reason(change, words):
+    """camera_info (ROS 2 message fields), a camera YAML and a calib.txt with NaN, inf, a 1x1
+    size, a focal length far outside a real lens's field of view or the principal point off
+    the sensor: each is refused with a ValueError naming the problem."""
+    import re
+    from types import SimpleNamespace
+
+    values = dict(vars(Calibration.davis240c()))
+    k1, k2, p1, p2, k3 = values.pop("distortion")
+    values.update(k1=k1, k2=k2, p1=p1, p2=p2, k3=k3)
+    values.update(change)
+    k = [values["fx"], 0, values["cx"], 0, values["fy"], values["cy"], 0, 0, 1]
+    d = [values[name] for name in ("k1", "k2", "p1", "p2", "k3")]
+    message = SimpleNamespace(k=k, d=d, width=values["width"], height=values["height"], distortion_model="plumb_bob")
+    with pytest.raises(ValueError, match=re.escape(words)):
+        Calibration.from_camera_info_message(message)
+    with pytest.raises(ValueError, match=re.escape(words)):
+        Calibration(values["width"], values["height"], values["fx"], values["fy"], values["cx"], values["cy"],
+                    tuple(d)).validate()
+
+
+def test_implausible_calibration_files_and_parameters_are_refused(tmp_path):
+    """The same checks on a calib.txt and on the nodes' calibration.* parameters; every sensor
+    preset and a long (2 deg) and a wide (150 deg) lens pass."""
+    from focus_ros.camera import SENSORS
+    from focus_ros.ros.messages import calibration_from_parameters
+
+    calib = tmp_path / "calib.txt"
+    calib.write_text("nan 198.8 132.2 110.7\n")
+    with pytest.raises(ValueError, match="calib.txt: calibration has non-finite values: fx nan"):
+        Calibration.from_ecd_calib(calib)
+    parameters = dict(width=240, height=180, fx=200.0, fy=200.0, cx=120.0, cy=90.0)
+    assert calibration_from_parameters(parameters).fx == 200.0
+    with pytest.raises(ValueError, match="calibration.* parameters are unusable: .*fx 90000 px"):
+        calibration_from_parameters({**parameters, "fx": 90000.0})
+    with pytest.raises(ValueError, match="non-finite values: cx nan"):
+        calibration_from_parameters({**parameters, "cx": float("nan")})
+    for sensor in SENSORS.values():
+        assert sensor.calibration().validate() == sensor.calibration()
+    for field_of_view_deg in (2.0, 150.0):
+        focal = 120 / np.tan(np.radians(field_of_view_deg) / 2)
+        Calibration(240, 180, focal, focal, 120.0, 90.0).validate()

@@ -464,8 +464,10 @@ def test_random_corruption_raises_only_event_decode_error(kind):
             events, info = decode(bytes(corrupted))
         except EventDecodeError:
             continue
-        # accepted: then every event is a valid event of the declared sensor
-        assert np.all(events.x < info.width) and np.all(events.y < info.height)
+        # accepted: then every event is a valid event of the declared sensor (a dvs_msgs size of
+        # 0x0 declares none: the reader bounds the events by its calibration)
+        if (info.width, info.height) != (0, 0):
+            assert np.all(events.x < info.width) and np.all(events.y < info.height)
         assert set(np.unique(events.p)) <= {-1, 1}
 
 
@@ -487,13 +489,35 @@ def test_specific_malformed_event_arrays_name_the_problem():
     bad = bytearray(good); bad[32 + 12] = 2; cases.append((bad, "polarity=2"))
     # later records: 16-byte stride from byte 46 (x@0 y@2 sec@6 nanosec@10 polarity@14)
     bad = bytearray(good); bad[62 + 14] = 3; cases.append((bad, "event 2 .*polarity=3"))
-    bad = bytearray(good); bad[46 + 2:46 + 4] = (180).to_bytes(2, "little"); cases.append((bad, "event 1 .*y=180"))
-    bad = bytearray(good); bad[32:34] = (240).to_bytes(2, "little"); cases.append((bad, "x=240"))
     bad = bytearray(good); bad[32 + 8:32 + 12] = (SECOND).to_bytes(4, "little"); cases.append((bad, "nanosec=1000000000"))
     bad = bytearray(good) + b"\x00" * 8; cases.append((bad, "unexpected bytes"))
     for buffer, message in cases:
         with pytest.raises(EventDecodeError, match=message):
             codecs.decode_event_array(bytes(buffer))
+
+
+def test_event_array_events_outside_the_declared_size_are_dropped_alone():
+    """An EventArray with events outside its declared size (a driver's glitch) keeps the others
+    and counts the dropped ones (info.outside_events); a size of 0x0 (not filled in) keeps all,
+    for the reader to bound by its calibration. Both layouts, CDR and ROS 1."""
+    events = random_events(3, seed=3)
+    good = cdr_event_array_fields(events)
+    # the second record (16-byte stride from byte 46, y at +2) at y = 180, the first (byte 32) at x = 240
+    for offset, value in ((46 + 2, 180), (32, 240)):
+        bad = bytearray(good)
+        bad[offset:offset + 2] = value.to_bytes(2, "little")
+        decoded, info = codecs.decode_event_array(bytes(bad))
+        kept = np.arange(3) != (1 if offset == 48 else 0)
+        assert decoded.equals(events[kept]) and info.outside_events == 1
+    undeclared = bytearray(good)
+    undeclared[20:28] = bytes(8)  # height, width = 0, 0
+    undeclared[32:34] = (1000).to_bytes(2, "little")
+    decoded, info = codecs.decode_event_array(bytes(undeclared))
+    assert (info.height, info.width, info.outside_events) == (0, 0, 0) and list(decoded.x[:1]) == [1000]
+    ros1 = bytearray(codecs.encode_event_array_ros1(events, 180, 240, "ab"))
+    ros1[-13:-11] = (240).to_bytes(2, "little")  # the last record's x
+    decoded, info = codecs.decode_event_array_ros1(bytes(ros1))
+    assert decoded.equals(events[:2]) and info.outside_events == 1
 
 
 def test_unknown_packet_encoding_and_bad_payloads_raise():

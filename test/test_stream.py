@@ -42,11 +42,15 @@ def test_empty_message_reported():
 
 
 def test_small_reordering_dropped_large_jump_back_restarts():
+    """Inside a message, events out of order are sorted (none lost); across messages, what goes
+    back by less than jump_back_s is dropped, more restarts the stream."""
     guard = StreamGuard(240, 180, jump_back_s=0.5)
     guard.check(batch([1_000_000_000, 1_000_000_100]))
     result = guard.check(batch([1_000_000_050, 1_000_000_200, 1_000_000_150, 1_000_000_300]))
-    assert list(result.events.t) == [1_000_000_200, 1_000_000_300]
-    assert guard.counts["out_of_order_events"] == 2 and not result.restart
+    # sorted: 050 150 200 300; only 050 lies before the previous message's last event (100)
+    assert list(result.events.t) == [1_000_000_150, 1_000_000_200, 1_000_000_300]
+    assert guard.counts["out_of_order_events"] == 1 and guard.counts["unsorted_messages"] == 1
+    assert [kind for kind, _ in result.problems] == ["unsorted", "out_of_order"] and not result.restart
     restarted = guard.check(batch([10, 20]))
     assert restarted.restart and list(restarted.events.t) == [10, 20]
     assert restarted.problems[0][0] == "jump_back"
@@ -66,8 +70,12 @@ def test_gap_restarts_only_when_configured():
 def reference_check(state, events, width, height, gap_s, jump_back_ns):
     """The guard's rules written out with numpy, batch by batch: (events, problem kinds,
     restart); state: {"last": last accepted time or None}."""
+    kinds = []
+    if np.any(np.diff(events.t) < 0):
+        kinds.append("unsorted")
+        events = events[sorted(range(len(events)), key=lambda k: events.t[k])]  # Python's sort is stable
     inside = (events.x < width) & (events.y < height)
-    kinds = ["out_of_range"] if not inside.all() else []
+    kinds += ["out_of_range"] if not inside.all() else []
     events = events[inside]
     if len(events) == 0:
         return events, kinds, False
@@ -94,7 +102,7 @@ def test_guard_matches_its_rules_written_out_on_random_faulty_batches():
     guard = StreamGuard(240, 180, gap_s=0.05, jump_back_s=0.01)
     state = {"last": None}
     clock = 10_000_000_000
-    faults = {"out_of_range": 0, "out_of_order": 0, "jump_back": 0, "gap": 0}
+    faults = {"unsorted": 0, "out_of_range": 0, "out_of_order": 0, "jump_back": 0, "gap": 0}
     for _ in range(300):
         n = int(rng.integers(1, 60))
         clock += int(rng.choice([1_000_000, 1_000_000, 1_000_000, -30_000_000, 80_000_000]))
@@ -111,3 +119,36 @@ def test_guard_matches_its_rules_written_out_on_random_faulty_batches():
         for kind in kinds:
             faults[kind] += 1
     assert all(count > 5 for count in faults.values()), faults  # every rule was exercised
+
+
+def test_a_shuffled_message_is_sorted_whole_and_counted_once():
+    """A message whose events come in random order (a driver merging readout lanes, a
+    shuffled bag) keeps every event, in time order, with equal timestamps in arrival order;
+    the next in-order message passes untouched."""
+    rng = np.random.default_rng(5)
+    t = 2_000_000_000 + np.repeat(np.arange(500, dtype=np.int64) * 1000, 2)  # pairs of equal times
+    x = np.arange(1000) % 240
+    order = rng.permutation(1000)
+    guard = StreamGuard(240, 180)
+    result = guard.check(batch(t[order], x[order]))
+    assert len(result.events) == 1000 and np.all(np.diff(result.events.t) >= 0)
+    # equal times keep their arrival order: for each pair, the one that came first stays first
+    arrival = np.argsort(order)  # position in the message of original event k
+    for k in range(0, 1000, 2):
+        first, second = sorted((k, k + 1), key=lambda j: arrival[j])
+        index = np.flatnonzero(result.events.t == t[k])
+        assert list(result.events.x[index]) == [x[first], x[second]]
+    assert guard.counts["unsorted_messages"] == 1 and guard.counts["out_of_order_events"] == 0
+    after = guard.check(batch(t[-1] + np.arange(1, 4)))
+    assert len(after.events) == 3 and not after.problems and guard.counts["unsorted_messages"] == 1
+
+
+def test_events_the_decoder_dropped_outside_the_sensor_are_counted_with_the_guards():
+    """dropped_outside (events a dvs_msgs message declared outside its size, dropped by the
+    decoder) adds to out_of_range_events; a message left empty by it is not an empty message."""
+    guard = StreamGuard(240, 180)
+    result = guard.check(batch([1, 2]), 240, 180, dropped_outside=3)
+    assert list(result.events.t) == [1, 2] and [kind for kind, _ in result.problems] == ["out_of_range"]
+    nothing_left = guard.check(Events.empty(), 240, 180, dropped_outside=2)
+    assert len(nothing_left.events) == 0
+    assert guard.counts["out_of_range_events"] == 5 and guard.counts["empty_messages"] == 0

@@ -14,7 +14,8 @@ frame_id``.
 
 Malformed or truncated input raises :class:`EventDecodeError` (a ``ValueError``) with one
 line saying what is wrong and at which byte offset (counted from the start of the
-buffer as given, including the encapsulation header).
+buffer as given, including the encapsulation header), and a ``kind`` that names the fault
+without its numbers (for "report once per kind of fault").
 
 The module is private to the package; its names are what the codec modules share.
 """
@@ -38,7 +39,15 @@ MAX_SEQUENCE_LENGTH = 1 << 28
 
 
 class EventDecodeError(ValueError):
-    """A serialized event message is truncated or malformed (one line: what, where)."""
+    """A serialized event message is truncated or malformed (one line: what, where).
+
+    kind: a short stable name of the fault (``"truncated"``, ``"encapsulation"``, ...), the
+    same for every message with that fault whatever its bytes; None when the raiser gave
+    none (the reader then groups by the text without its numbers)."""
+
+    def __init__(self, message: str, kind: str | None = None):
+        super().__init__(message)
+        self.kind = kind
 
 
 # ----------------------------------------------------------------------------------------
@@ -68,7 +77,7 @@ class FieldReader:
         if size < 0 or self.position + size > len(self.data):
             raise EventDecodeError(
                 f"truncated message: {what} needs {size} bytes at byte offset {self.position}, "
-                f"buffer has {len(self.data)} bytes")
+                f"buffer has {len(self.data)} bytes", kind="truncated")
 
     def scalar(self, code: str, what: str):
         size = struct.calcsize(code)
@@ -84,19 +93,20 @@ class FieldReader:
         if length > len(self.data) - start:
             raise EventDecodeError(
                 f"malformed message: {what} declares {length} bytes at byte offset {start - 4}, "
-                f"only {len(self.data) - start} remain")
+                f"only {len(self.data) - start} remain", kind="string_length")
         raw = bytes(self.data[start:start + length])
         self.position += length
         if self.cdr:  # CDR strings carry a terminating NUL counted in the length
             if length == 0 or raw[-1] != 0:
                 raise EventDecodeError(
-                    f"malformed message: {what} at byte offset {start - 4} is not NUL-terminated")
+                    f"malformed message: {what} at byte offset {start - 4} is not NUL-terminated",
+                    kind="string_terminator")
             raw = raw[:-1]
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError:
             raise EventDecodeError(
-                f"malformed message: {what} at byte offset {start} is not UTF-8") from None
+                f"malformed message: {what} at byte offset {start} is not UTF-8", kind="string_encoding") from None
 
     def sequence_length(self, element_bytes_min: int, what: str) -> int:
         """Read a sequence length and check that the elements can fit in what remains."""
@@ -106,7 +116,7 @@ class FieldReader:
         if count > MAX_SEQUENCE_LENGTH or count * element_bytes_min > remaining:
             raise EventDecodeError(
                 f"malformed message: {what} declares {count} elements at byte offset {offset}, "
-                f"only {remaining} bytes remain")
+                f"only {remaining} bytes remain", kind="sequence_length")
         return count
 
     def stamp_ns(self, signed_seconds: bool, what: str = "header stamp") -> int:
@@ -115,17 +125,20 @@ class FieldReader:
         nanoseconds = self.scalar("I", what)
         if nanoseconds >= NANOSECONDS_PER_SECOND:
             raise EventDecodeError(
-                f"malformed message: {what} nanoseconds {nanoseconds} >= 1e9 at byte offset {offset}")
+                f"malformed message: {what} nanoseconds {nanoseconds} >= 1e9 at byte offset {offset}",
+                kind="stamp")
         return seconds * NANOSECONDS_PER_SECOND + nanoseconds
 
-    def image_size(self) -> tuple[int, int]:
+    def image_size(self, zero_is_undeclared: bool = False) -> tuple[int, int]:
+        """(height, width) px; a zero side is an error, except 0x0 with ``zero_is_undeclared``
+        (a message that does not say its sensor's size: (0, 0) is returned)."""
         offset = self.position
         height = self.scalar("I", "height")
         width = self.scalar("I", "width")
-        if height == 0 or width == 0:
+        if (height == 0 or width == 0) and not (zero_is_undeclared and height == width == 0):
             raise EventDecodeError(
                 f"malformed message: sensor size {width}x{height} px (width x height) "
-                f"at byte offset {offset} has a zero side")
+                f"at byte offset {offset} has a zero side", kind="sensor_size")
         return height, width
 
 
@@ -134,12 +147,13 @@ def cdr_reader(buffer) -> FieldReader:
     head = bytes(memoryview(buffer)[:_ENCAPSULATION_BYTES])
     if len(head) < _ENCAPSULATION_BYTES:
         raise EventDecodeError(
-            f"truncated message: {len(head)} bytes, shorter than the 4-byte CDR encapsulation header")
+            f"truncated message: {len(head)} bytes, shorter than the 4-byte CDR encapsulation header",
+            kind="truncated")
     little_endian = _ENCAPSULATION_LITTLE_ENDIAN.get(head[:2])
     if little_endian is None:
         raise EventDecodeError(
             f"bad CDR encapsulation id {head[:2].hex()} at byte offset 0 "
-            f"(expected 0000 or 0001, plain CDR)")
+            f"(expected 0000 or 0001, plain CDR)", kind="encapsulation")
     return FieldReader(buffer, little_endian, origin=_ENCAPSULATION_BYTES, cdr=True)
 
 
@@ -147,7 +161,8 @@ def check_no_trailing_bytes(reader: FieldReader, what: str) -> None:
     extra = len(reader.data) - reader.position
     if extra > 3:  # up to 3 bytes may be end-of-message alignment padding
         raise EventDecodeError(
-            f"malformed message: {extra} unexpected bytes after {what} at byte offset {reader.position}")
+            f"malformed message: {extra} unexpected bytes after {what} at byte offset {reader.position}",
+            kind="trailing_bytes")
 
 
 def check_ros1_message_end(reader: FieldReader, what: str) -> None:
@@ -155,7 +170,7 @@ def check_ros1_message_end(reader: FieldReader, what: str) -> None:
     if reader.position != len(reader.data):
         raise EventDecodeError(
             f"malformed message: {len(reader.data) - reader.position} unexpected bytes after "
-            f"{what} at byte offset {reader.position}")
+            f"{what} at byte offset {reader.position}", kind="trailing_bytes")
 
 
 # ----------------------------------------------------------------------------------------
@@ -231,4 +246,4 @@ def check_event_fields(x, y, nanoseconds, polarity, first_offset: int, width: in
         raise EventDecodeError(
             f"malformed message: event {first_index + index} (records from byte offset {first_offset}) has "
             f"x={x[index]} y={y[index]} nanosec={nanoseconds[index]} polarity={polarity[index]} "
-            f"outside sensor {width}x{height} px / nanosec < 1e9 / polarity in {{0, 1}}")
+            f"outside sensor {width}x{height} px / nanosec < 1e9 / polarity in {{0, 1}}", kind="event_field")

@@ -27,7 +27,7 @@ import numba
 import numpy as np
 
 from focus_ros.codecs._cdr import (
-    LITTLE_ENDIAN_ENCAPSULATION, CdrWriter, FieldReader, cdr_reader, check_event_fields,
+    LITTLE_ENDIAN_ENCAPSULATION, CdrWriter, EventDecodeError, FieldReader, cdr_reader,
     check_events_fit, check_no_trailing_bytes, check_ros1_message_end, default_stamp,
     split_stamp)
 from focus_ros.events import NANOSECONDS_PER_SECOND, Events
@@ -41,12 +41,14 @@ _ROS1_EVENT_BYTES = 13
 @dataclass(frozen=True)
 class EventArrayInfo:
     """Non-event fields of a ``dvs_msgs/EventArray``: header stamp (int ns), frame id,
-    sensor height and width (px)."""
+    sensor height and width (px; 0x0 when the message does not declare them), and
+    outside_events: how many of its events lay outside that size and were dropped."""
 
     stamp_ns: int
     frame_id: str
     height: int
     width: int
+    outside_events: int = 0
 
 
 # ----------------------------------------------------------------------------------------
@@ -82,40 +84,52 @@ def cdr_event_sequence_bytes(count: int) -> int:
 @numba.njit(cache=True, nogil=True)
 def _event_fields_kernel(column, row, seconds, nanoseconds, polarity, width, height, first, x, y, t, p):
     """One block of dvs_msgs ``Event`` records (its fields as strided views) -> x, y, t (ns),
-    p (+1/-1) from index ``first`` on, validated in the same pass. Returns the block index of
-    the first event with a field out of range (x >= width, y >= height, nanosec >= 1e9,
-    polarity > 1), or -1."""
+    p (+1/-1) written from index ``first`` on, validated in the same pass; events outside
+    width x height px are skipped (not when the size is 0x0, undeclared). Returns (the block
+    index of the first event with a malformed field (nanosec >= 1e9, polarity > 1) or -1,
+    the number of events written)."""
+    declared = width > 0 and height > 0
+    written = first
     for k in range(len(column)):
-        if column[k] >= width or row[k] >= height or nanoseconds[k] >= 1000000000 or polarity[k] > 1:
-            return k
-        x[first + k] = column[k]
-        y[first + k] = row[k]
-        t[first + k] = np.int64(seconds[k]) * 1000000000 + np.int64(nanoseconds[k])
-        p[first + k] = 1 if polarity[k] else -1
-    return -1
+        if nanoseconds[k] >= 1000000000 or polarity[k] > 1:
+            return k, written - first
+        if declared and (column[k] >= width or row[k] >= height):
+            continue
+        x[written] = column[k]
+        y[written] = row[k]
+        t[written] = np.int64(seconds[k]) * 1000000000 + np.int64(nanoseconds[k])
+        p[written] = 1 if polarity[k] else -1
+        written += 1
+    return -1, written - first
 
 
 def _decode_event_records(records: list[np.ndarray], count: int, first_offset: int, width: int,
-                          height: int) -> Events:
-    """Events from structured views over ``count`` dvs_msgs ``Event`` records (one compiled
-    pass per block of records), validating every field: EventDecodeError naming the first
-    event out of range."""
+                          height: int) -> tuple[Events, int]:
+    """(Events, how many were outside the sensor) from structured views over ``count``
+    dvs_msgs ``Event`` records (one compiled pass per block of records). An event outside
+    width x height px (a driver's glitch) is dropped and counted, the others kept; a
+    malformed field (nanosec >= 1e9, polarity > 1) is an EventDecodeError naming the event."""
     x = np.empty(count, np.uint16)
     y = np.empty(count, np.uint16)
     t = np.empty(count, np.int64)
     p = np.empty(count, np.int8)
-    start = 0
+    start = written = 0
     for block in records:
         fields = [block[name] for name in ("x", "y", "sec", "nanosec", "polarity")]
         if not block.dtype["x"].isnative:  # big-endian CDR: the kernel reads the machine's order
             fields = [field.astype(field.dtype.newbyteorder("=")) for field in fields]
-        bad = _event_fields_kernel(*fields, width, height, start, x, y, t, p)
+        bad, block_written = _event_fields_kernel(*fields, width, height, written, x, y, t, p)
         if bad >= 0:
-            column, row, _, nanoseconds, polarity = (field[bad] for field in fields)
-            check_event_fields(np.array([column]), np.array([row]), np.array([nanoseconds]), np.array([polarity]),
-                               first_offset, width, height, first_index=start + bad)
+            nanoseconds, polarity = int(fields[3][bad]), int(fields[4][bad])
+            raise EventDecodeError(
+                f"malformed message: event {start + bad} (records from byte offset {first_offset}) has "
+                f"nanosec={nanoseconds} polarity={polarity}: nanosec must be < 1e9, polarity 0 or 1",
+                kind="event_field")
         start += len(block)
-    return Events(x, y, t, p)
+        written += block_written
+    if written < count:
+        x, y, t, p = x[:written], y[:written], t[:written], p[:written]
+    return Events(x, y, t, p), count - written
 
 
 def _cdr_event_records(reader: FieldReader, count: int) -> list[np.ndarray]:
@@ -143,18 +157,20 @@ def decode_event_array(buffer) -> tuple[Events, EventArrayInfo]:
     """Decode a CDR-serialized ``dvs_msgs/EventArray`` (as an rclpy raw subscription or a
     ROS 2 bag delivers it) into Events (t = each event's ``ts``, ns) and its header info.
 
-    Raises EventDecodeError for truncated or malformed buffers.
+    Events outside the declared size are dropped and counted (``info.outside_events``); a
+    size of 0x0 means undeclared (every event kept, for the reader to check against its
+    calibration). Raises EventDecodeError for truncated or malformed buffers.
     """
     reader = cdr_reader(buffer)
     stamp_ns = reader.stamp_ns(signed_seconds=True)
     frame_id = reader.string("header.frame_id")
-    height, width = reader.image_size()
+    height, width = reader.image_size(zero_is_undeclared=True)
     count = reader.sequence_length(_CDR_FIRST_EVENT_BYTES, "events")
     first_offset = reader.position
     records = _cdr_event_records(reader, count)
     check_no_trailing_bytes(reader, "the events")
-    events = _decode_event_records(records, count, first_offset, width, height)
-    return events, EventArrayInfo(stamp_ns, frame_id, height, width)
+    events, outside = _decode_event_records(records, count, first_offset, width, height)
+    return events, EventArrayInfo(stamp_ns, frame_id, height, width, outside)
 
 
 def encode_event_array(events: Events, height: int, width: int, frame_id: str = "",
@@ -197,20 +213,21 @@ def encode_event_array(events: Events, height: int, width: int, frame_id: str = 
 
 def decode_event_array_ros1(buffer) -> tuple[Events, EventArrayInfo]:
     """Decode a ROS 1 serialized ``dvs_msgs/EventArray`` (message bytes as stored in a ROS 1
-    bag, without a length prefix). Raises EventDecodeError for truncated/malformed buffers."""
+    bag, without a length prefix); events outside the declared size dropped and counted as in
+    :func:`decode_event_array`. Raises EventDecodeError for truncated/malformed buffers."""
     reader = FieldReader(buffer, little_endian=True, origin=0, cdr=False)
     reader.scalar("I", "header.seq")
     stamp_ns = reader.stamp_ns(signed_seconds=False)
     frame_id = reader.string("header.frame_id")
-    height, width = reader.image_size()
+    height, width = reader.image_size(zero_is_undeclared=True)
     count = reader.sequence_length(_ROS1_EVENT_BYTES, "events")
     first_offset = reader.position
     reader.require(count * _ROS1_EVENT_BYTES, f"{count} events")
     records = np.ndarray((count,), _ROS1_EVENT_DTYPE, buffer=reader.data, offset=first_offset)
     reader.position += count * _ROS1_EVENT_BYTES
     check_ros1_message_end(reader, "the events")
-    events = _decode_event_records([records], count, first_offset, width, height)
-    return events, EventArrayInfo(stamp_ns, frame_id, height, width)
+    events, outside = _decode_event_records([records], count, first_offset, width, height)
+    return events, EventArrayInfo(stamp_ns, frame_id, height, width, outside)
 
 
 def encode_event_array_ros1(events: Events, height: int, width: int, frame_id: str = "",

@@ -7,18 +7,27 @@
   ``camera_info_timeout_s``, ``calibration.*``, ``max_buffered_events``);
 - the raw subscription on ``events`` (serialized bytes, decoded with numpy by
   :func:`focus_ros.ros.messages.event_decoder`: one decoder per subscription, they may keep
-  state from one message to the next); messages already queued behind the one the executor
+  state from one message to the next), of the type ``event_message_type`` names or, with
+  ``auto`` (the default), the type the topic's publishers offer (subscribed as soon as one
+  appears; one log line says which); messages already queued behind the one the executor
   hands over are taken in the same callback (up to :data:`MESSAGES_PER_CALLBACK`), so that a
   burst costs one pass of rclpy's wait set, not one per message;
+- a look at the ROS graph every :data:`GRAPH_CHECK_PERIOD_S` (steady clock): a warning,
+  naming the fix, when the events topic carries a type we cannot decode or another than the
+  one subscribed to, or when a publisher's QoS cannot match the subscription (a best-effort
+  driver against ``qos_reliability: reliable``), which would otherwise be total silence;
 - the :class:`~focus_ros.stream.StreamGuard` (sensor bounds, time order, gaps, restarts);
-- the calibration: the first usable ``sensor_msgs/CameraInfo`` on ``camera_info_topic``, or
-  after ``camera_info_timeout_s`` the ``calibration.*`` parameters / ``calibration.file``;
-  one log line says which is used, one error line when there is none (camera_info is then
-  still awaited);
+- the calibration: a usable ``sensor_msgs/CameraInfo`` on ``camera_info_topic`` (an unusable
+  one, NaN or implausible, is refused with its reason; a later, different one replaces the
+  calibration in use and ``on_calibration`` is called again; identical ones are skipped), or
+  after ``camera_info_timeout_s`` (steady clock: it fires with ``use_sim_time`` and no
+  ``/clock`` too) the ``calibration.*`` parameters / ``calibration.file``; one log line says
+  which is used, one error line when there is none (camera_info is then still awaited);
 - buffering while there is no calibration yet (bounded by ``max_buffered_events``, oldest
   messages dropped first and counted);
 - warn-once logging of input faults (one line per kind of fault) and the diagnostic counters
-  (:meth:`EventInput.diagnostics`) a node adds to its own ``/diagnostics`` status.
+  (:meth:`EventInput.diagnostics`) a node adds to its own ``/diagnostics`` status, with
+  :meth:`EventInput.problem` for its level.
 
 It hands the node guarded :class:`EventBatch` es (events inside the sensor, time never going
 back, receive time, frame_id, restart flag) and calibration changes through callbacks, both
@@ -32,7 +41,8 @@ Usage (the node stays thin)::
             self._input = EventInput(self, self._on_events, self._on_calibration)
 
         def _on_calibration(self, calibration: Calibration, source: str) -> None:
-            ...  # (re)build what depends on the intrinsics; source: "camera_info" or "parameters"
+            ...  # (re)build what depends on the intrinsics, restart the estimator's state (called
+                 # again when a different calibration arrives); source: "camera_info" or "parameters"
 
         def _on_events(self, batch: EventBatch) -> None:
             if batch.restart:
@@ -50,39 +60,46 @@ wait for anything the callbacks wait for. :meth:`diagnostics`, :meth:`set_gap_s`
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
 from rclpy.callback_groups import CallbackGroup
+from rclpy.clock import Clock, ClockType
 from rclpy.exceptions import InvalidHandle
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
-from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.qos import HistoryPolicy, QoSCompatibility, QoSProfile, ReliabilityPolicy, qos_check_compatible
 from sensor_msgs.msg import CameraInfo
 
 from focus_ros.camera import Calibration
 from focus_ros.codecs import message_types
 from focus_ros.events import Events
 from focus_ros.ros import messages
-from focus_ros.ros.log import WarnOnce
+from focus_ros.ros.log import WarnOnce, fault_kind
 from focus_ros.ros.parameters import descriptor
-from focus_ros.stream import StreamGuard
+from focus_ros.stream import COUNTERS, StreamGuard
 
 #: the event message types a ROS 2 node can subscribe to (``event_message_type``)
 SUBSCRIBABLE_TYPES = message_types.SUBSCRIBABLE_EVENT_MESSAGE_TYPES
+#: ``event_message_type`` value: subscribe with the type the topic's publishers offer
+AUTO = "auto"
 #: event messages handled per subscription callback at most (the first and those already queued
 #: behind it), so that a burst does not keep the executor from its other callbacks for long
 MESSAGES_PER_CALLBACK = 32
 QOS_RELIABILITIES = ("best_effort", "reliable")
+#: period (s, steady clock) of the look at the ROS graph: the events topic's type (``auto``)
+#: and whether its publishers' QoS and type can match the subscriptions; a fault is warned
+#: about within about this long of a publisher appearing
+GRAPH_CHECK_PERIOD_S = 0.25
 
 
 #: name -> (default, description, descriptor options): the event input's parameters
 PARAMETERS = {
-    "event_message_type": (message_types.EVENT_ARRAY, f"input message type: {' or '.join(SUBSCRIBABLE_TYPES)}",
-                           {"read_only": True}),
+    "event_message_type": (AUTO, f"input message type: {AUTO} (the type the topic's publishers offer), "
+                           f"{' or '.join(SUBSCRIBABLE_TYPES)}", {"read_only": True}),
     "qos_reliability": ("best_effort", "events subscription reliability: best_effort (accepts reliable and "
                         "best-effort publishers) or reliable", {"read_only": True}),
     "qos_depth": (1000, "events subscription queue depth (messages)",
@@ -146,16 +163,19 @@ class EventInput:
     node: the rclpy Node that owns it (parameters are declared on it);
     on_events(EventBatch): called for every message with usable events, in order;
     on_calibration(Calibration, source): called when the intrinsics become known or change
-    (source "camera_info" or "parameters"); buffered events follow it;
+    (source "camera_info" or "parameters"): the node rebuilds what depends on them and
+    restarts its estimator's state; buffered events follow it;
     parameter_defaults: overrides of :data:`PARAMETERS` defaults for this node;
-    callback_group: for the subscriptions and the fallback timer (None: the node's default);
+    callback_group: for the subscriptions and the timers (None: the node's default);
     own_thread: take and handle the event messages on a thread of the input's own, waiting on
     the events subscription alone (rclpy's wait set, as ``rclpy.wait_for_message`` does),
     instead of the executor's thread: rclpy's executor costs about as much per message as
     all the input's own work (BENCHMARKS.md, "The executor's CPU per event message").
     ``on_events`` (and ``on_calibration`` for buffered events) then run on that thread,
     beside the executor's callbacks: the node must guard its state with a lock. The thread
-    ends with the context, the node's destruction or :meth:`close`.
+    starts with the subscription (at once for an explicit ``event_message_type``, when the
+    topic's publishers show their type for ``auto``) and ends with the context, the node's
+    destruction or :meth:`close`.
     """
 
     def __init__(self, node, on_events: Callable[[EventBatch], None],
@@ -171,51 +191,68 @@ class EventInput:
         for name, (default, description, options) in PARAMETERS.items():
             node.declare_parameter(name, defaults.get(name, default), descriptor(description, **options))
         value = lambda name: node.get_parameter(name).value  # noqa: E731
-        for name, allowed in (("event_message_type", SUBSCRIBABLE_TYPES), ("qos_reliability", QOS_RELIABILITIES)):
+        for name, allowed in (("event_message_type", (AUTO, *SUBSCRIBABLE_TYPES)),
+                              ("qos_reliability", QOS_RELIABILITIES)):
             if value(name) not in allowed:
                 raise ValueError(f"{name} '{value(name)}' is not one of: {', '.join(allowed)}")
 
-        self.message_type = value("event_message_type")
         self.camera_info_topic = value("camera_info_topic")
         self.warn_once = WarnOnce(node.get_logger())
         self._lock = threading.RLock()
         self._calibration: Calibration | None = None
         self._calibration_source = "none"
+        self._camera_info_seen = None  # the fields of the last camera_info looked at (identical ones are skipped)
         self._guard: StreamGuard | None = None
         self._gap_s: float | None = None
         self._frame_id = ""
-        self._waiting: deque = deque()  # (events, width, height, received_s, frame_id) until calibrated
+        self._waiting: deque = deque()  # (events, width, height, outside, received_s, frame_id) until calibrated
         self._waiting_events = 0
         self._counts = dict(messages_received=0, events_received=0, malformed_messages=0,
-                            events_dropped_unconfigured=0)
+                            events_dropped_unconfigured=0, camera_info_refused=0, calibration_changes=0)
+        self._problems: dict[str, str] = {}  # what keeps input from arriving, by topic ("events", "camera_info")
         self._events_since_report = 0
         self._last_report_s = time.monotonic()
 
-        message_class = messages.event_message_class(self.message_type)
-        self._decode = messages.event_decoder(self.message_type)
+        self._requested_type = value("event_message_type")
+        self._message_type: str | None = None
+        self._decode = None
+        self._subscription = None
+        self._own_thread = own_thread
+        self._callback_group = callback_group
+        self._thread = None
+        self._closed = False
         reliability = (ReliabilityPolicy.RELIABLE if value("qos_reliability") == "reliable"
                        else ReliabilityPolicy.BEST_EFFORT)
-        qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=value("qos_depth"), reliability=reliability)
-        self._closed = False
-        self._subscription = node.create_subscription(
-            message_class, "events", self._on_message, qos, raw=True,
-            callback_group=_OutsideTheExecutor() if own_thread else callback_group)
-        node.create_subscription(CameraInfo, self.camera_info_topic, self._on_camera_info, 10,
+        self._qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=value("qos_depth"), reliability=reliability)
+        if self._requested_type != AUTO:
+            self._subscribe(self._requested_type)
+        self._camera_info_qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10)
+        node.create_subscription(CameraInfo, self.camera_info_topic, self._on_camera_info, self._camera_info_qos,
                                  callback_group=callback_group)
+        # timers on the steady clock: with use_sim_time and no /clock a timer on the node's clock never fires
+        steady = Clock(clock_type=ClockType.STEADY_TIME)
         self._fallback_timer = node.create_timer(max(value("camera_info_timeout_s"), 0.01),
-                                                 self._use_fallback_calibration, callback_group=callback_group)
-        self._thread = None
-        if own_thread:
-            self._thread = threading.Thread(target=self._take_loop, name="event_input", daemon=True)
-            self._thread.start()
+                                                 self._use_fallback_calibration, callback_group=callback_group,
+                                                 clock=steady)
+        self._graph_timer = node.create_timer(GRAPH_CHECK_PERIOD_S, self._check_graph,
+                                              callback_group=callback_group, clock=steady)
 
     def close(self, timeout_s: float = 1.0) -> None:
         """Stop the input's own thread (``own_thread``), waiting up to timeout_s (s) for it."""
         self._closed = True
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout_s)
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout_s)
 
     # ----------------------------------------------------------------- state
+    @property
+    def message_type(self) -> str:
+        """The event message type subscribed to; with ``auto`` before the topic's publishers
+        showed theirs, the types it may become (for the node's "waiting for ..." line)."""
+        if self._message_type is not None:
+            return self._message_type
+        return f"{' or '.join(SUBSCRIBABLE_TYPES)} (event_message_type auto: the type its publishers offer)"
+
     @property
     def calibration(self) -> Calibration | None:
         """The intrinsics in use (None until camera_info or the fallback gave them)."""
@@ -242,23 +279,101 @@ class EventInput:
         if guard is not None:
             guard.gap_s = gap_s
 
+    def problem(self) -> tuple[str, str] | None:
+        """("warn", what keeps input from arriving) or None: the events topic's type or QoS
+        cannot match, camera_info refused while no calibration is in use. For the node's
+        /diagnostics level (see :func:`focus_ros.ros.messages.estimator_status`)."""
+        problems = dict(self._problems)
+        if self._calibration is not None:
+            problems.pop("camera_info_refused", None)
+        return ("warn", "; ".join(problems.values())) if problems else None
+
     def diagnostics(self) -> dict:
         """Counters for the node's /diagnostics status: event_rate_mev_s (since the previous
         call), events_received, messages_received, malformed_messages,
-        events_dropped_unconfigured (dropped while waiting for a calibration), the stream
-        guard's counts (empty_messages, out_of_range_events, out_of_order_events, restarts,
-        size_mismatch_messages) and calibration_source."""
+        events_dropped_unconfigured (dropped while waiting for a calibration), camera_info_refused
+        (distinct camera_info messages refused as unusable), calibration_changes (a later,
+        different calibration taken), the stream guard's counts (:data:`focus_ros.stream.COUNTERS`:
+        empty_messages, out_of_range_events, unsorted_messages, out_of_order_events, restarts,
+        size_mismatch_messages), calibration_source, event_message_type (as subscribed, or
+        "auto (no publisher yet)") and input_problem (what keeps input from arriving, '' when nothing)."""
         now = time.monotonic()
         since, self._events_since_report = self._events_since_report, 0
         elapsed = max(now - self._last_report_s, 1e-9)
         self._last_report_s = now
         values = {"event_rate_mev_s": since / elapsed / 1e6, **self._counts}
         guard = self._guard
-        values.update(guard.counts if guard is not None else
-                      dict.fromkeys(("empty_messages", "out_of_range_events", "out_of_order_events", "restarts",
-                                     "size_mismatch_messages"), 0))
+        values.update(guard.counts if guard is not None else dict.fromkeys(COUNTERS, 0))
         values["calibration_source"] = self._calibration_source
+        values["event_message_type"] = self._message_type or "auto (no publisher yet)"
+        problem = self.problem()
+        values["input_problem"] = problem[1] if problem else ""
         return values
+
+    # ----------------------------------------------------------------- subscription
+    def _subscribe(self, message_type: str) -> None:
+        """Subscribe to ``events`` as message_type (serialized bytes), start the own thread."""
+        message_class = messages.event_message_class(message_type)
+        self._decode = messages.event_decoder(message_type)
+        self._message_type = message_type
+        self._subscription = self._node.create_subscription(
+            message_class, "events", self._on_message, self._qos, raw=True,
+            callback_group=_OutsideTheExecutor() if self._own_thread else self._callback_group)
+        if self._own_thread:
+            self._thread = threading.Thread(target=self._take_loop, name="event_input", daemon=True)
+            self._thread.start()
+
+    def _check_graph(self) -> None:
+        """The steady timer's look at the graph: with ``auto``, subscribe as soon as the events
+        topic's publishers show a type we decode; warn (once per kind) when its publishers offer
+        a type we cannot decode or that differs from the one subscribed to, or a QoS that cannot
+        match a subscription (events or camera_info), naming the parameter that fixes it."""
+        if self._closed:
+            return
+        node, topic = self._node, self.events_topic
+        try:
+            publishers = node.get_publishers_info_by_topic(topic)
+            camera_info_publishers = node.get_publishers_info_by_topic(self.camera_info_topic)
+        except Exception:  # noqa: BLE001 - the node is being destroyed
+            return
+        offered = sorted({message_types.short_message_type(info.topic_type) for info in publishers})
+        decodable = [name for name in offered if name in SUBSCRIBABLE_TYPES]
+        type_problem = ""
+        if self._message_type is None and decodable:
+            self._subscribe(decodable[0])
+            others = f" (it also carries {', '.join(t for t in offered if t != decodable[0])})" if len(offered) > 1 \
+                else ""
+            node.get_logger().info(f"events on '{topic}' are {decodable[0]}, the type its publishers offer: "
+                                   f"subscribed{others}")
+        elif offered and not decodable:
+            type_problem = (f"'{topic}' carries {', '.join(offered)}, not an event message type focus_ros can "
+                            f"subscribe to ({', '.join(SUBSCRIBABLE_TYPES)}): remap events:= to the camera's "
+                            "event topic")
+        elif self._message_type is not None and offered and self._message_type not in offered:
+            type_problem = (f"the publishers on '{topic}' offer {', '.join(offered)}, not {self._message_type}: "
+                            f"set event_message_type:={decodable[0]} (or {AUTO})")
+        if type_problem:
+            self.warn_once("topic_type:" + ",".join(offered), type_problem)
+        qos_problems = []
+        for name, infos, qos, fix in (
+                (topic, publishers, self._qos, "qos_reliability:=best_effort"),
+                (self.camera_info_topic, camera_info_publishers, self._camera_info_qos,
+                 "a reliable camera_info publisher")):
+            if name == topic and self._message_type is None:
+                continue
+            for info in infos:
+                compatibility, reason = qos_check_compatible(info.qos_profile, qos)
+                if compatibility == QoSCompatibility.ERROR:
+                    text = (f"the publisher '{info.node_namespace.rstrip('/')}/{info.node_name}' on '{name}' offers a "
+                            f"QoS this node's subscription cannot match ({reason.strip().rstrip(';')}): "
+                            f"nothing arrives from it; use {fix}")
+                    self.warn_once(f"qos:{name}:{reason}", text)
+                    qos_problems.append(text)
+        problem = "; ".join(([type_problem] if type_problem else []) + qos_problems)
+        if problem:
+            self._problems["graph"] = problem
+        else:
+            self._problems.pop("graph", None)
 
     # ----------------------------------------------------------------- events
     def _on_message(self, serialized: bytes) -> None:
@@ -301,7 +416,7 @@ class EventInput:
             except Exception as error:  # noqa: BLE001 - the input keeps running; the executor would have raised
                 if self._closed or not context.ok():
                     return
-                self.warn_once("own_thread:" + re.sub(r"\d+", "#", str(error)), f"event input: {error}")
+                self.warn_once("own_thread:" + fault_kind(error), f"event input: {error}")
 
     def _receive(self, serialized: bytes) -> None:
         received_s = time.monotonic()
@@ -309,16 +424,18 @@ class EventInput:
             events, info = self._decode(serialized)
         except Exception as error:  # noqa: BLE001 - any undecodable message is a malformed one, not a crash
             self._counts["malformed_messages"] += 1
-            # once per kind of fault (the text without its numbers)
-            self.warn_once("malformed:" + re.sub(r"\d+", "#", str(error)), f"event message ignored: {error}")
+            # once per kind of fault (EventDecodeError.kind, else the text without its numbers)
+            self.warn_once("malformed:" + fault_kind(error), f"event message ignored: {error} "
+                           "(malformed_messages counts every one)")
             return
+        outside = getattr(info, "outside_events", 0)  # dropped by the decoder (dvs_msgs), counted by the guard
         with self._lock:
             self._counts["messages_received"] += 1
-            self._counts["events_received"] += len(events)
-            self._events_since_report += len(events)
+            self._counts["events_received"] += len(events) + outside
+            self._events_since_report += len(events) + outside
             if info.frame_id:
                 self._frame_id = info.frame_id
-            item = (events, info.width, info.height, received_s, info.frame_id or self._frame_id)
+            item = (events, info.width, info.height, outside, received_s, info.frame_id or self._frame_id)
             if self._guard is None:
                 self._hold(item)
                 return
@@ -336,9 +453,9 @@ class EventInput:
             self.warn_once("unconfigured_overflow", f"more than {limit} events arrived before a calibration: "
                            "the oldest are dropped (max_buffered_events)")
 
-    def _deliver(self, events, width, height, received_s, frame_id) -> None:
+    def _deliver(self, events, width, height, outside, received_s, frame_id) -> None:
         """Guard one message's events and hand them to the node (lock held)."""
-        result = self._guard.check(events, width, height)
+        result = self._guard.check(events, width, height, dropped_outside=outside)
         for kind, text in result.problems:
             self.warn_once(kind, text)
         if len(result.events):
@@ -346,12 +463,27 @@ class EventInput:
 
     # ----------------------------------------------------------------- calibration
     def _on_camera_info(self, message: CameraInfo) -> None:
-        if self._calibration_source == "camera_info":
+        """Take a usable camera_info that differs from the calibration in use (the first, or
+        a changed one: a driver reconfigured, a bad one corrected); skip identical ones at the
+        cost of comparing their fields; refuse an unusable one with a reason (once per kind),
+        keeping the calibration in use."""
+        seen = (int(message.width), int(message.height), message.distortion_model,
+                np.asarray(message.k, np.float64).tobytes(), np.asarray(message.d, np.float64).tobytes())
+        if seen == self._camera_info_seen:
             return
+        self._camera_info_seen = seen
         try:
             calibration = Calibration.from_camera_info_message(message)
         except ValueError as error:
-            self.warn_once("camera_info", f"camera_info unusable: {error}")
+            self._counts["camera_info_refused"] += 1
+            keeping = ("keeping the calibration in use" if self._calibration is not None
+                       else "still waiting for a usable calibration")
+            text = f"camera_info on '{self.camera_info_topic}' refused: {error}; {keeping}"
+            self._problems["camera_info_refused"] = text
+            self.warn_once("camera_info:" + fault_kind(error), text)
+            return
+        self._problems.pop("camera_info_refused", None)
+        if self._calibration_source == "camera_info" and calibration == self._calibration:
             return
         self._set_calibration(calibration, "camera_info", f"camera_info on '{self.camera_info_topic}'")
 
@@ -364,9 +496,9 @@ class EventInput:
             calibration = messages.calibration_from_parameters(
                 {name.split(".", 1)[1]: node.get_parameter(name).value
                  for name in PARAMETERS if name.startswith("calibration.")})
-        except ValueError as error:
+        except (ValueError, OSError) as error:
             node.get_logger().error(
-                f"no calibration: nothing on '{self.camera_info_topic}' after "
+                f"no calibration: nothing usable on '{self.camera_info_topic}' after "
                 f"{node.get_parameter('camera_info_timeout_s').value} s and {error}; "
                 "waiting for camera_info (events are buffered, bounded)")
             return
@@ -379,9 +511,14 @@ class EventInput:
             self._calibration_source = source
             if previous is None or (previous.width, previous.height) != (calibration.width, calibration.height):
                 self._guard = StreamGuard(calibration.width, calibration.height, gap_s=self._gap_s)
-            self._node.get_logger().info(
-                f"using intrinsics from {description}: {calibration.width}x{calibration.height} px, "
-                f"fx {calibration.fx:.2f} fy {calibration.fy:.2f} cx {calibration.cx:.2f} cy {calibration.cy:.2f}")
+            text = (f"using intrinsics from {description}: {calibration.width}x{calibration.height} px, "
+                    f"fx {calibration.fx:.2f} fy {calibration.fy:.2f} cx {calibration.cx:.2f} cy {calibration.cy:.2f}")
+            if previous is not None:
+                self._counts["calibration_changes"] += 1
+                text = (f"calibration changed: {text} (was {previous.width}x{previous.height} px, "
+                        f"fx {previous.fx:.2f} fy {previous.fy:.2f} cx {previous.cx:.2f} cy {previous.cy:.2f}); "
+                        "the estimator restarts")
+            self._node.get_logger().info(text)
             if self._on_calibration is not None:
                 self._on_calibration(calibration, source)
             while self._waiting:
