@@ -1,14 +1,18 @@
 """Angular velocity from a live event camera driver (or any event topic).
 
     ros2 launch focus_ros angular_velocity.launch.py events:=/dvs/events
-    ros2 launch focus_ros angular_velocity.launch.py \
-        events:=/event_camera/events event_message_type:=event_camera_msgs/EventPacket \
-        camera_info:=/event_camera/camera_info params_file:=$(ros2 pkg prefix focus_ros)/share/focus_ros/config/davis346.yaml
-    ros2 launch focus_ros angular_velocity.launch.py loss:=gradient_magnitude
+    ros2 launch focus_ros angular_velocity.launch.py events:=/event_camera/events \
+        params_file:=$(ros2 pkg prefix focus_ros)/share/focus_ros/config/davis346.yaml
+    ros2 launch focus_ros angular_velocity.launch.py loss:=gradient_magnitude use_sim_time:=true
+
+The parameter file (``params_file``, default config/davis240c.yaml) sets the node; of the
+other arguments only those given on the command line override it (``camera_info``,
+``event_message_type``, ``loss``, ``frame_id``, ``use_sim_time``: left out, the file's
+value or the node's default stands).
 
 Remapping for the common drivers:
 - rpg DAVIS driver (dvs_ros_driver / davis_ros_driver): events:=/dvs/events,
-  camera_info:=/dvs/camera_info, event_message_type:=dvs_msgs/EventArray (the defaults).
+  camera_info:=/dvs/camera_info, event_message_type:=dvs_msgs/EventArray.
 - ros-event-camera drivers (libcaer_driver, metavision_driver): events:=/event_camera/events,
   event_message_type:=event_camera_msgs/EventPacket; these publish best-effort, which the
   node's default QoS accepts.
@@ -18,32 +22,41 @@ import os
 
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
+
+#: launch argument -> the node parameter it overrides, only when given
+OVERRIDES = {"camera_info": "camera_info_topic", "event_message_type": "event_message_type", "loss": "loss",
+             "frame_id": "frame_id", "use_sim_time": "use_sim_time"}
+
+
+def given(context, overrides: dict) -> dict:
+    """The parameters of the launch arguments given a value on the command line (not left empty)."""
+    return {parameter: LaunchConfiguration(argument) for argument, parameter in overrides.items()
+            if context.launch_configurations.get(argument, "")}
+
+
+def nodes(context):
+    return [Node(package="focus_ros", executable="angular_velocity_node", name="angular_velocity_node",
+                 output="screen", parameters=[LaunchConfiguration("params_file"), given(context, OVERRIDES)],
+                 remappings=[("events", LaunchConfiguration("events"))])]
 
 
 def generate_launch_description():
     config = os.path.join(get_package_share_directory("focus_ros"), "config", "davis240c.yaml")
+    from_file = " (default: the params_file's value, else the node's)"
     arguments = [
         DeclareLaunchArgument("events", default_value="/dvs/events", description="event topic"),
-        DeclareLaunchArgument("camera_info", default_value="/dvs/camera_info", description="camera_info topic"),
-        DeclareLaunchArgument("event_message_type", default_value="dvs_msgs/EventArray",
-                              description="dvs_msgs/EventArray or event_camera_msgs/EventPacket"),
+        DeclareLaunchArgument("camera_info", default_value="", description="camera_info topic" + from_file),
+        DeclareLaunchArgument("event_message_type", default_value="",
+                              description="auto, dvs_msgs/EventArray or event_camera_msgs/EventPacket" + from_file),
         DeclareLaunchArgument("params_file", default_value=config,
                               description="node parameters (YAML); default: the DAVIS240C of the dataset"),
-        DeclareLaunchArgument("loss", default_value="variance", description="focus loss"),
+        DeclareLaunchArgument("loss", default_value="", description="focus loss" + from_file),
+        DeclareLaunchArgument("frame_id", default_value="",
+                              description="frame of the outputs" + from_file + "; the node's: the events' frame"),
+        DeclareLaunchArgument("use_sim_time", default_value="",
+                              description="true: time from /clock (play bags with --clock)" + from_file),
     ]
-    node = Node(
-        package="focus_ros",
-        executable="angular_velocity_node",
-        name="angular_velocity_node",
-        output="screen",
-        parameters=[LaunchConfiguration("params_file"), {
-            "camera_info_topic": LaunchConfiguration("camera_info"),
-            "event_message_type": LaunchConfiguration("event_message_type"),
-            "loss": LaunchConfiguration("loss"),
-        }],
-        remappings=[("events", LaunchConfiguration("events"))],
-    )
-    return LaunchDescription(arguments + [node])
+    return LaunchDescription(arguments + [OpaqueFunction(function=nodes)])

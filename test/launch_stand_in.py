@@ -12,6 +12,8 @@ launch_ros does:
   ``true`` as a bool); a ``ParameterValue`` with ``value_type`` is converted to that type;
   nested dicts become dotted names;
 - ``IfCondition`` / ``UnlessCondition`` accept true/false/1/0 (any case), like launch;
+- an ``OpaqueFunction`` is called with a context whose ``launch_configurations`` hold the
+  arguments as known at that point, and the actions it returns are evaluated in its place;
 - a node's command line: ``<prefix>/lib/<package>/<executable> <arguments> --ros-args
   -r __node:=<name> [-r __ns:=<namespace>] --params-file ... -r from:=to``, parameter files
   in the order given, a dict written to a temporary YAML file (``/**: ros__parameters:``).
@@ -61,6 +63,8 @@ class LaunchConfiguration(Substitution):
         self.default = default
 
     def perform(self, arguments):
+        if isinstance(arguments, LaunchContext):
+            arguments = arguments.launch_configurations
         if self.name in arguments:
             return arguments[self.name]
         if self.default is not None:
@@ -103,8 +107,11 @@ class FindPackageShare(Substitution):
         return get_package_share_directory(perform(self.package, arguments))
 
 
-def perform(value, arguments: dict) -> str:
-    """Text of a substitution, a string, or a list of them (concatenated, as launch does)."""
+def perform(value, arguments) -> str:
+    """Text of a substitution, a string, or a list of them (concatenated, as launch does);
+    ``arguments``: the launch configurations (name -> text), or a :class:`LaunchContext`."""
+    if isinstance(arguments, LaunchContext):
+        arguments = arguments.launch_configurations
     if isinstance(value, str):
         return value
     if isinstance(value, Substitution):
@@ -151,6 +158,25 @@ class GroupAction:
         if launch_configurations:
             raise LaunchFileError("the launch stand-in does not model GroupAction(launch_configurations=...)")
         self.actions, self.condition = list(actions), condition
+
+
+class OpaqueFunction:
+    """launch's OpaqueFunction: ``function(context, *args, **kwargs)`` returns the actions to
+    run, once the launch arguments are known (``context.launch_configurations``: name -> text)."""
+
+    def __init__(self, *, function, args=None, kwargs=None, condition=None):
+        self.function, self.condition = function, condition
+        self.args, self.kwargs = list(args or []), dict(kwargs or {})
+
+
+@dataclass
+class LaunchContext:
+    """What an OpaqueFunction is given: the launch configurations (argument name -> value text)."""
+
+    launch_configurations: dict
+
+    def perform_substitution(self, substitution) -> str:
+        return perform(substitution, self.launch_configurations)
 
 
 class LogInfo:
@@ -304,6 +330,9 @@ def _walk(entities, arguments, declared, nodes) -> None:
             nodes.append(_resolve_node(entity, arguments))
         elif isinstance(entity, GroupAction):
             _walk(entity.actions, dict(arguments), declared, nodes)
+        elif isinstance(entity, OpaqueFunction):
+            actions = entity.function(LaunchContext(dict(arguments)), *entity.args, **entity.kwargs)
+            _walk(actions or [], arguments, declared, nodes)
         elif isinstance(entity, LogInfo):
             pass
         else:
@@ -326,7 +355,8 @@ def stand_in_modules() -> dict[str, types.ModuleType]:
     return {
         "launch": _module("launch", {"LaunchDescription": LaunchDescription}),
         "launch.actions": _module("launch.actions", {"DeclareLaunchArgument": DeclareLaunchArgument,
-                                                     "GroupAction": GroupAction, "LogInfo": LogInfo}),
+                                                     "GroupAction": GroupAction, "LogInfo": LogInfo,
+                                                     "OpaqueFunction": OpaqueFunction}),
         "launch.substitutions": _module("launch.substitutions", {
             "LaunchConfiguration": LaunchConfiguration, "TextSubstitution": TextSubstitution,
             "PathJoinSubstitution": PathJoinSubstitution, "PythonExpression": PythonExpression}),

@@ -262,3 +262,173 @@ def check_node_parameters(node, process, client, executor, where):
             assert actual == pytest.approx(passed[name]) and not np.isnan(actual), (where, name, actual)
         else:
             assert actual == passed[name], (where, name, actual)
+
+
+# ---------------------------------------------------------------- the user's parameter file wins
+
+#: launch argument -> (node parameter, value in the user's parameter file, value given as an argument)
+OVERRIDABLE = {
+    "camera_info": ("camera_info_topic", "/from_file/camera_info", "/from_argument/camera_info"),
+    "event_message_type": ("event_message_type", "event_camera_msgs/EventPacket", "dvs_msgs/EventArray"),
+    "loss": ("loss", "gradient_magnitude", "variance"),
+    "frame_id": ("frame_id", "frame_from_file", "frame_from_argument"),
+    "pose_message_type": ("pose_message_type", "nav_msgs/Odometry", "geometry_msgs/PoseStamped"),
+    "use_sim_time": ("use_sim_time", True, "false"),
+}
+#: what the file sets besides: a parameter no launch argument names
+UNNAMED_BY_ARGUMENTS = {"window_events": 12345, "calibration.fx": 321.0}
+#: the nodes that take a parameter file, and the launch argument naming it
+PARAMETER_FILE_ARGUMENTS = ("params_file", "depth_params_file")
+ESTIMATING_NODES = ("angular_velocity_node", "optical_flow_node", "depth_node")
+
+
+@pytest.fixture
+def ament_prefix(tmp_path, monkeypatch) -> Path:
+    """An ament prefix holding this checkout's focus_ros share (config/ linked), first on
+    AMENT_PREFIX_PATH: what get_package_share_directory finds for the launch files here."""
+    prefix = tmp_path / "prefix"
+    (prefix / "share" / "ament_index" / "resource_index" / "packages").mkdir(parents=True)
+    (prefix / "share" / "ament_index" / "resource_index" / "packages" / "focus_ros").write_text("")
+    (prefix / "share" / "focus_ros").mkdir()
+    (prefix / "share" / "focus_ros" / "config").symlink_to(REPOSITORY_ROOT / "config")
+    search_path = [str(prefix)] + ([os.environ["AMENT_PREFIX_PATH"]] if os.environ.get("AMENT_PREFIX_PATH") else [])
+    monkeypatch.setenv("AMENT_PREFIX_PATH", os.pathsep.join(search_path))
+    return prefix
+
+
+@pytest.fixture
+def user_parameter_file(tmp_path) -> Path:
+    values = {parameter: in_file for parameter, in_file, _ in OVERRIDABLE.values()}
+    values.update(UNNAMED_BY_ARGUMENTS)
+    nested: dict = {}
+    for name, value in values.items():
+        *path, leaf = name.split(".")
+        node = nested
+        for part in path:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    path = tmp_path / "user.yaml"
+    path.write_text(yaml.safe_dump({"/**": {"ros__parameters": nested}}))
+    return path
+
+
+def effective_parameters(node) -> dict:
+    """The parameters a node starts with: its parameter files and dicts in order, later ones winning
+    (as rcl applies several --params-file)."""
+    merged: dict = {}
+    for kind, source in node.sources:
+        merged.update(parameters_from_file(source, node.name) if kind == "file" else source)
+    return merged
+
+
+def resolve_with_stand_in(launch_file: Path, arguments: dict) -> list:
+    return [(node.executable, effective_parameters(node)) for node in load_launch_file(launch_file, arguments).nodes
+            if node.package == PACKAGE and node.executable in ESTIMATING_NODES]
+
+
+def resolve_with_launch(launch_file: Path, arguments: dict) -> list:
+    """The same with ROS 2 launch itself: the description evaluated in a LaunchContext (arguments
+    declared, opaque functions run, conditions checked), each launch_ros Node's parameters
+    evaluated by launch_ros (files and dicts in order)."""
+    from launch import LaunchContext
+    from launch.actions import DeclareLaunchArgument, OpaqueFunction
+    from launch.launch_description_sources import get_launch_description_from_python_launch_file
+    from launch_ros.actions import Node
+    from launch_ros.utilities import evaluate_parameters
+
+    context = LaunchContext()
+    context.launch_configurations.update(arguments)
+    found = []
+
+    def visit(entities):
+        for entity in entities:
+            condition = getattr(entity, "condition", None)
+            if condition is not None and not condition.evaluate(context):
+                continue
+            if isinstance(entity, DeclareLaunchArgument):
+                entity.visit(context)
+            elif isinstance(entity, OpaqueFunction):
+                visit(entity.visit(context) or [])
+            elif isinstance(entity, Node) and entity.node_package == PACKAGE \
+                    and entity.node_executable in ESTIMATING_NODES:
+                name = entity.node_executable
+                merged: dict = {}
+                for source in evaluate_parameters(context, entity._Node__parameters):  # noqa: SLF001
+                    merged.update(parameters_from_file(Path(source), name) if isinstance(source, (str, Path))
+                                  else source)
+                found.append((name, merged))
+
+    visit(get_launch_description_from_python_launch_file(str(launch_file)).entities)
+    return found
+
+
+RESOLVERS = {"stand-in": resolve_with_stand_in, "launch": resolve_with_launch}
+
+
+@pytest.mark.parametrize("resolver", list(RESOLVERS))
+@pytest.mark.parametrize("source", LAUNCH_SOURCES, ids=lambda p: p.name)
+def test_the_parameter_file_survives_every_launch_file(source, resolver, ament_prefix, user_parameter_file,
+                                                       sample_bag_argument):
+    """A user's parameter file given to a launch file: with no other argument every value in it
+    reaches the node unchanged (no argument's default replaces it); with every overriding argument
+    given, those and only those replace the file's values."""
+    if resolver == "launch":
+        pytest.importorskip("launch_ros", reason="ROS 2 launch is not installed (not on PyPI): the stand-in "
+                                                 "alone checks the launch files here")
+    resolve = RESOLVERS[resolver]
+    declared = set(re.findall(r"DeclareLaunchArgument\(\s*[\"'](\w+)[\"']", source.read_text()))
+    base = {name: str(user_parameter_file) for name in PARAMETER_FILE_ARGUMENTS if name in declared}
+    base.update({name: sample_bag_argument for name in ("bag",) if name in declared})
+    base.update({name: "true" for name in ("depth",) if name in declared})  # replay: the depth node too
+    assert any(name in declared for name in PARAMETER_FILE_ARGUMENTS), f"{source.name} takes no parameter file"
+    in_file = {parameter: value for parameter, value, _ in OVERRIDABLE.values()}
+    in_file.update(UNNAMED_BY_ARGUMENTS)
+
+    nodes = resolve(source, base)
+    assert nodes, f"{source.name} starts no estimating node"
+    for executable, parameters in nodes:
+        changed = {name: (value, parameters.get(name)) for name, value in in_file.items()
+                   if parameters.get(name) != value}
+        assert not changed, f"{source.name} without arguments: {executable} gets {changed} instead of the file's"
+
+    given = {argument: str(argument_value) for argument, (_, _, argument_value) in OVERRIDABLE.items()
+             if argument in declared}
+    assert "use_sim_time" in given, f"{source.name} does not take use_sim_time"
+    nodes = resolve(source, {**base, **given})
+    for executable, parameters in nodes:
+        for name, value in in_file.items():
+            overriding = [argument for argument, (parameter, _, _) in OVERRIDABLE.items()
+                          if parameter == name and argument in given]
+            # an argument may be meant for one of the nodes only (replay: loss for the angular velocity node)
+            allowed = [value] + ([yaml.safe_load(given[overriding[0]])] if overriding else [])
+            assert parameters.get(name) in allowed, \
+                f"{source.name} with {given}: {executable}.{name} = {parameters.get(name)!r}, expected one of {allowed}"
+    main = nodes[0][1]
+    for argument in given:
+        parameter, _, argument_value = OVERRIDABLE[argument]
+        assert main.get(parameter) == yaml.safe_load(argument_value), \
+            f"{source.name}: argument {argument} does not reach {nodes[0][0]}"
+
+
+def test_rviz_takes_its_fixed_frame_from_an_argument(ament_prefix, sample_bag_argument):
+    """Every launch file that starts rviz passes ``--fixed-frame`` with the ``fixed_frame`` argument."""
+    for source in LAUNCH_SOURCES:
+        declared = set(re.findall(r"DeclareLaunchArgument\(\s*[\"'](\w+)[\"']", source.read_text()))
+        arguments = {name: value for name, value in (("bag", sample_bag_argument), ("rviz", "true"))
+                     if name in declared}
+        rviz = [node for node in load_launch_file(source, arguments).nodes if node.package == "rviz2"]
+        if not rviz:
+            continue
+        assert "fixed_frame" in declared, source.name
+        given = [node for node in load_launch_file(source, {**arguments, "fixed_frame": "odom"}).nodes
+                 if node.package == "rviz2"]
+        for node in rviz + given:
+            assert "--fixed-frame" in node.arguments, (source.name, node.arguments)
+        assert given[0].arguments[given[0].arguments.index("--fixed-frame") + 1] == "odom", source.name
+        assert rviz[0].arguments[rviz[0].arguments.index("--fixed-frame") + 1], source.name
+
+
+@pytest.fixture
+def sample_bag_argument(tmp_path) -> str:
+    """A path for the replay launch file's required ``bag`` argument (these checks do not start the nodes)."""
+    return str(tmp_path / "some.bag")

@@ -8,6 +8,8 @@ true/false/1/0, and a required argument must be given.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from launch_stand_in import LaunchFileError, load_launch_file
@@ -110,3 +112,34 @@ def test_the_real_launch_modules_are_restored(example):
     before = {name: sys.modules.get(name) for name in ("launch", "launch_ros.actions")}
     load_launch_file(example, {"bag": "/b"})
     assert {name: sys.modules.get(name) for name in before} == before
+
+
+def test_an_opaque_function_sees_the_arguments_and_its_actions_run(tmp_path):
+    """launch's OpaqueFunction: called with a context whose launch_configurations hold the given
+    arguments and the defaults declared before it; the actions it returns are evaluated (their
+    conditions too); its args are passed on."""
+    path = tmp_path / "opaque.launch.py"
+    path.write_text(HEADER + '''
+from launch.actions import OpaqueFunction
+
+def nodes(context, suffix):
+    given = {"loss": LaunchConfiguration("loss")} if context.launch_configurations.get("loss", "") else {}
+    return [Node(package="pkg", executable="estimator" + suffix, name="estimator",
+                 parameters=["/p/file.yaml", given], arguments=["--frame", LaunchConfiguration("frame")]),
+            Node(package="viewer", executable="viewer", name="viewer",
+                 condition=IfCondition(LaunchConfiguration("viewer")))]
+
+def generate_launch_description():
+    return LaunchDescription([
+        DeclareLaunchArgument("loss", default_value="", description="empty: the file's"),
+        DeclareLaunchArgument("frame", default_value="dvs", description="a frame"),
+        DeclareLaunchArgument("viewer", default_value="false", description="viewer"),
+        OpaqueFunction(function=nodes, args=["_node"]),
+    ])
+''')
+    [alone] = load_launch_file(path, {}).nodes
+    assert alone.executable == "estimator_node" and alone.sources == [("file", Path("/p/file.yaml")), ("dict", {})]
+    assert alone.arguments == ["--frame", "dvs"]
+    estimator, viewer = load_launch_file(path, {"loss": "variance", "frame": "odom", "viewer": "true"}).nodes
+    assert estimator.parameters == {"loss": "variance"} and estimator.arguments == ["--frame", "odom"]
+    assert viewer.executable == "viewer"
