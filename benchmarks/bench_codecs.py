@@ -1,18 +1,37 @@
-"""Event message codecs: decode / encode rates (Mev/s) for 30,000-event messages.
+"""Event message codecs: decode / encode rates (Mev/s).
 
-Compares focus_ros.codecs with rclpy's own object (de)serialization of
-dvs_msgs/EventArray (when the interface packages are built). Every EventPacket encoding
-(evt3, libcaer_cmp, libcaer, mono) on synthetic DAVIS240C-like events (random pixels: the
-worst case for libcaer_cmp's run-length vectors) and on the real boxes_rotation slice;
-then whole real bags of the ros-event-camera projects (../shared/data/peer_bags) through
-the stream decoder the node and the readers use. Prints Markdown tables; medians of
---repeats runs. Run: .venv/bin/python benchmarks/bench_codecs.py
+Three tables:
+
+1. **Fast cameras** (issue 21): streams of 1-ms EventPacket messages as the drivers of
+   today's cameras publish them, decoded on one core by one stream decoder, as the node
+   does: a Prophesee IMX636 (1280x720, metavision_driver, ``evt3``) at 15-50 Mev/s and a
+   DVXplorer (640x480, libcaer_driver, ``libcaer_cmp``) at 10-145 Mev/s. Every message is
+   different (a decoder fed one message over and over lets the CPU's branch predictor
+   learn it by heart and looks a quarter faster than it is). Times are the thread's CPU
+   time, so other processes on a shared machine cost little; median and range of
+   ``--runs`` runs, each decoding the whole stream once. ``--baseline REV`` decodes the
+   same messages with the evt3 and libcaer_cmp modules of git revision REV too (taken
+   with ``git show`` into a temporary folder), interleaved run by run with the current
+   ones, and gives the ratio.
+2. **30,000-event messages** of every message type and encoding on synthetic
+   DAVIS240C-like events (random pixels: the worst case for the run-length vectors) and
+   the real boxes_rotation slice; rclpy's own object (de)serialization of
+   ``dvs_msgs/EventArray`` for comparison (when the interface packages are built).
+3. **Real bags** of the ros-event-camera projects (../shared/data/peer_bags) through the
+   stream decoder the node and the readers use.
+
+Run: ``.venv/bin/python benchmarks/bench_codecs.py`` (all three), ``--only fast``
+(table 1), ``--only fast --baseline HEAD`` (before / after an uncommitted change).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from contextlib import closing
 from pathlib import Path
@@ -20,10 +39,12 @@ from pathlib import Path
 import numpy as np
 
 from focus_ros import codecs
+from focus_ros.codecs import event_packet
 from focus_ros.events import Events
 
 EVENTS_PER_MESSAGE = 30_000
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+REPOSITORY = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPOSITORY.parent / "shared" / "data"
 PEER_BAGS = {
     "evt3 (Prophesee 1280x720, event_camera_codecs test_data_evt3_trigger)":
         "event_camera_codecs/test_data_evt3_trigger",
@@ -31,6 +52,172 @@ PEER_BAGS = {
     "libcaer (DVXplorer 640x480, event_camera_codecs test_data_libcaer_rollover)":
         "event_camera_codecs/test_data_libcaer_rollover",
 }
+PACKET_US = 1000  # the drivers' default message period
+
+# ----------------------------------------------------------------------------------------
+# Fast cameras: synthetic streams shaped as the sensors read out
+
+
+def _runs(count: int, mean_length: float, lone_share: float, rng) -> np.ndarray:
+    """Lengths of runs of neighbouring pixels firing together (an edge crossing them):
+    geometric with the given mean, a share of them lone events; they sum to ``count``."""
+    lengths = np.where(rng.random(count) < lone_share, 1, rng.geometric(1 / mean_length, count))
+    ends = np.cumsum(lengths)
+    lengths = lengths[: np.searchsorted(ends, count) + 1]
+    lengths[-1] -= max(0, int(lengths.sum()) - count)
+    return lengths[lengths > 0]
+
+
+def _run_events(rate_mev_s: float, duration_us: int, along_size: int, across_size: int,
+                mean_length: float, lone_share: float, seed: int):
+    """(t_us, along, across, on) of runs along one axis: each run at one microsecond, on
+    one line ``across``, pixels ``along`` in a row, one polarity."""
+    rng = np.random.default_rng(seed)
+    lengths = _runs(int(rate_mev_s * duration_us), mean_length, lone_share, rng)
+    runs = len(lengths)
+    run = np.repeat(np.arange(runs), lengths)
+    first = np.repeat(np.cumsum(lengths) - lengths, lengths)
+    start = rng.integers(0, along_size - 1, runs)
+    along = np.minimum(start[run] + np.arange(len(run)) - first, along_size - 1)
+    keep = np.r_[True, (along[1:] != along[:-1]) | (run[1:] != run[:-1])]  # clipped at the edge
+    t_us = np.sort(rng.integers(0, duration_us, runs))
+    across = rng.integers(0, across_size, runs)
+    on = rng.integers(0, 2, runs)
+    return t_us[run][keep], along[keep], across[run][keep], on[run][keep]
+
+
+def imx636_events(rate_mev_s: float, duration_us: int, seed: int = 0, width: int = 1280,
+                  height: int = 720, start_us: int = 3_000_000) -> Events:
+    """A Prophesee IMX636 under motion: at each microsecond, runs of a few neighbouring
+    pixels on a row (mean 3.5 px, a fifth of them lone events) read out row by row with
+    increasing x; times on the camera's clock (``start_us`` after power-up)."""
+    t_us, x, y, on = _run_events(rate_mev_s, duration_us, width, height, 3.5, 0.2, seed)
+    order = np.lexsort((x, y, t_us))
+    return Events.from_arrays(x[order], y[order], (start_us + t_us[order]) * 1000, on[order])
+
+
+def dvxplorer_events(rate_mev_s: float, duration_us: int, flicker: bool, seed: int = 0,
+                     width: int = 640, height: int = 480,
+                     start_ns: int = 1_700_000_000_000_000_000) -> Events:
+    """A DVXplorer in its readout order (libcaer: per time stamp, column by column, each
+    column's rows in groups of 8, ON group then OFF group). Under motion, runs of a few
+    rows on a column (mean 4, 30 % lone events); under flicker, long runs (mean 24 rows,
+    5 % lone) that fill the 8-row groups. Host-clock times from ``start_ns``."""
+    mean, lone = (24, 0.05) if flicker else (4, 0.3)
+    t_us, y, x, on = _run_events(rate_mev_s, duration_us, height, width, mean, lone, seed)
+    order = np.lexsort((y, 1 - on, y // 8, x, t_us))
+    return Events.from_arrays(x[order], y[order], start_ns + t_us[order] * 1000, on[order])
+
+
+def evt3_stream(rate_mev_s: float, packets: int, seed: int = 0) -> tuple[list[bytes], int]:
+    """(CDR EventPackets, events) of a 1280x720 evt3 camera: the stream's words cut into
+    equal parts of about 1 ms, anywhere (inside a vector too), as metavision_driver
+    forwards the camera's buffers."""
+    events = imx636_events(rate_mev_s, packets * PACKET_US, seed)
+    words = codecs.encode_evt3_words(events).tobytes()
+    cuts = np.linspace(0, len(words) // 2, packets + 1).astype(int) * 2
+    messages = [event_packet._serialize_packet(int(events.t[0]) + k * PACKET_US * 1000, "camera", 720, 1280,
+                                               k, 0, "evt3", False, words[begin:end], False)
+                for k, (begin, end) in enumerate(zip(cuts[:-1], cuts[1:]))]
+    return messages, len(events)
+
+
+def libcaer_cmp_stream(rate_mev_s: float, packets: int, flicker: bool, seed: int = 0) -> tuple[list[bytes], int]:
+    """(CDR EventPackets, events) of a 640x480 DVXplorer through libcaer_driver: one
+    message per 1 ms of events, each compressed on its own from its time_base."""
+    events = dvxplorer_events(rate_mev_s, packets * PACKET_US, flicker, seed)
+    bounds = np.searchsorted(events.t, events.t[0] + np.arange(packets + 1) * PACKET_US * 1000)
+    return [codecs.encode_event_packet(events[begin:end], 480, 640, "libcaer_cmp", "camera", seq=k)
+            for k, (begin, end) in enumerate(zip(bounds[:-1], bounds[1:]))], len(events)
+
+
+FAST_CAMERAS = [  # (name, encoding, stream maker)
+    ("IMX636 1280x720 evt3, motion, 15 Mev/s", "evt3", lambda n: evt3_stream(15, n)),
+    ("IMX636 1280x720 evt3, motion, 30 Mev/s", "evt3", lambda n: evt3_stream(30, n)),
+    ("IMX636 1280x720 evt3, motion, 50 Mev/s", "evt3", lambda n: evt3_stream(50, n)),
+    ("DVXplorer 640x480 libcaer_cmp, motion, 10 Mev/s", "libcaer_cmp", lambda n: libcaer_cmp_stream(10, n, False)),
+    ("DVXplorer 640x480 libcaer_cmp, motion, 50 Mev/s", "libcaer_cmp", lambda n: libcaer_cmp_stream(50, n, False)),
+    ("DVXplorer 640x480 libcaer_cmp, flicker, 145 Mev/s", "libcaer_cmp",
+     lambda n: libcaer_cmp_stream(145, n, True)),
+]
+
+
+def _module_at_revision(revision: str, name: str):
+    """focus_ros.codecs.<name> as it was at git ``revision``, imported from a temporary file
+    (its own imports resolve to the current package)."""
+    source = subprocess.run(["git", "show", f"{revision}:focus_ros/codecs/{name}.py"], cwd=REPOSITORY,
+                            check=True, capture_output=True, text=True).stdout
+    folder = Path(tempfile.mkdtemp(prefix="bench_codecs_"))
+    path = folder / f"{name}_at_{revision.replace('/', '_')}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _baseline_decoder(module, encoding: str):
+    """A function decoding one message with an older codec module (the current header
+    parser; the older module's decode_packet with its own stream state)."""
+    state = module.new_stream_state()
+
+    def decode(buffer):
+        (_, _, height, width, _, time_base, _, _, is_bigendian, payload,
+         payload_offset) = event_packet._packet_header_fast(buffer)
+        return module.decode_packet(payload, time_base, is_bigendian, payload_offset, width, height, state)[0]
+    return decode
+
+
+def fast_camera_rates(packets: int, runs: int, baseline: str | None) -> None:
+    """Table 1: Mev/s per camera and rate on one core, median (range) of ``runs``."""
+    old = {name: _module_at_revision(baseline, name) for name in ("evt3", "libcaer_cmp")} if baseline else {}
+    print(f"Fast cameras: {packets} messages of 1 ms each, thread CPU time, median (range) of {runs} runs\n")
+    header = "| camera, scene, rate | B/event | Mev/s |"
+    rule = "|---|---:|---:|"
+    if baseline:
+        header += f" Mev/s at {baseline} | ratio |"
+        rule += "---:|---:|"
+    print(header)
+    print(rule)
+    for name, encoding, make in FAST_CAMERAS:
+        messages, count = make(packets)
+        size = sum(len(message) for message in messages)
+
+        def current():
+            stream = codecs.EventMessageDecoder(codecs.EVENT_PACKET)
+            return sum(len(stream(message)[0]) for message in messages)
+
+        variants = {"current": current}
+        if baseline:
+            def before(module=old[encoding]):
+                decode = _baseline_decoder(module, encoding)
+                return sum(len(decode(message)) for message in messages)
+            variants["before"] = before
+        for variant in variants.values():
+            if variant() != count:
+                raise SystemExit(f"{name}: decoded a different number of events than were encoded")
+        seconds = {key: [] for key in variants}
+        for _ in range(runs):
+            for key, variant in variants.items():
+                start = time.thread_time()
+                variant()
+                seconds[key].append(time.thread_time() - start)
+        rates = {key: sorted(count / value / 1e6 for value in values) for key, values in seconds.items()}
+        row = f"| {name} | {size / count:.2f} | {_median_range(rates['current'])} |"
+        if baseline:
+            ratio = statistics.median(rates["current"]) / statistics.median(rates["before"])
+            row += f" {_median_range(rates['before'])} | {ratio:.2f} |"
+        print(row)
+    print()
+
+
+def _median_range(rates) -> str:
+    return f"{statistics.median(rates):.0f} ({min(rates):.0f}-{max(rates):.0f})"
+
+
+# ----------------------------------------------------------------------------------------
+# 30,000-event messages
 
 
 def synthetic_events(count: int, seed: int = 0) -> Events:
@@ -51,10 +238,8 @@ def median_seconds(function, repeats: int) -> float:
     return statistics.median(times)
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=20)
-    args = parser.parse_args(argv)
+def message_rates(repeats: int) -> None:
+    """Table 2: 30,000-event messages, median of ``repeats`` (wall time)."""
     events = synthetic_events(EVENTS_PER_MESSAGE)
     origin = int(events.t[0])
     cdr = codecs.encode_event_array(events, 180, 240, "dvs")
@@ -93,15 +278,14 @@ def main(argv=None) -> int:
                   ("rclpy EventArray (objects)", "encode", lambda: serialize_message(message))]
     except ImportError:
         print("(rclpy or dvs_msgs not available: rclpy rows skipped)")
-    print(f"{EVENTS_PER_MESSAGE:,} events per message (synthetic unless said), median of {args.repeats} runs\n")
+    print(f"{EVENTS_PER_MESSAGE:,} events per message (synthetic unless said), median of {repeats} runs\n")
     print("| message | operation | ms per message | Mev/s |")
     print("|---|---|---:|---:|")
     for name, operation, function in cases:
-        repeats = args.repeats if not name.startswith("rclpy") else max(3, args.repeats // 5)
-        seconds = median_seconds(function, repeats)
+        count = repeats if not name.startswith("rclpy") else max(3, repeats // 5)
+        seconds = median_seconds(function, count)
         print(f"| {name} | {operation} | {seconds * 1e3:.3f} | {EVENTS_PER_MESSAGE / seconds / 1e6:.1f} |")
-    _peer_bag_rates(args.repeats)
-    return 0
+    print()
 
 
 def _real_slice() -> Events | None:
@@ -114,8 +298,12 @@ def _real_slice() -> Events | None:
     return Events(events.x, events.y, events.t // 1000 * 1000, events.p)
 
 
-def _peer_bag_rates(repeats: int) -> None:
-    """Whole bags, messages already in memory, through EventMessageDecoder (ROS time)."""
+# ----------------------------------------------------------------------------------------
+# Real bags
+
+
+def peer_bag_rates(repeats: int) -> None:
+    """Table 3: whole bags, messages already in memory, through EventMessageDecoder (ROS time)."""
     from focus_ros.sources import bags
 
     rows = []
@@ -137,10 +325,28 @@ def _peer_bag_rates(repeats: int) -> None:
         rows.append(f"| {name} | {len(raw)} | {count:,} | {seconds * 1e3 / len(raw):.3f} | "
                     f"{count / seconds / 1e6:.1f} |")
     if rows:
-        print("\nReal bags, every message through the stream decoder (ROS time)\n")
+        print("Real bags, every message through the stream decoder (ROS time)\n")
         print("| bag | messages | events | ms per message | Mev/s |")
         print("|---|---:|---:|---:|---:|")
         print("\n".join(rows))
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", choices=("fast", "messages", "bags"), help="run one table only")
+    parser.add_argument("--repeats", type=int, default=20, help="tables 2 and 3: runs per median")
+    parser.add_argument("--runs", type=int, default=7, help="table 1: runs (median and range)")
+    parser.add_argument("--packets", type=int, default=40, help="table 1: 1-ms messages per stream")
+    parser.add_argument("--baseline", metavar="REV",
+                        help="table 1: also decode with the evt3 / libcaer_cmp modules of git revision REV")
+    args = parser.parse_args(argv)
+    if args.only in (None, "fast"):
+        fast_camera_rates(args.packets, args.runs, args.baseline)
+    if args.only in (None, "messages"):
+        message_rates(args.repeats)
+    if args.only in (None, "bags"):
+        peer_bag_rates(args.repeats)
+    return 0
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import pytest
 from focus_ros import codecs
 from focus_ros.events import Events
 from focus_ros.sources.bags import typestore_with_event_types
-from focus_ros.codecs import EventDecodeError
+from focus_ros.codecs import EventDecodeError, libcaer_cmp
 from focus_ros.codecs.event_packet import _packet_header_checked, _packet_header_fast
 
 SECOND = 1_000_000_000
@@ -387,6 +387,170 @@ def test_evt3_events_before_the_first_valid_time_are_dropped():
     payload = np.array([0x0003, 0x2804, 0x8001, 0x6002, 0x2805], "<u2").tobytes()
     events, _ = codecs.decode_event_packet(packet_with_payload("evt3", payload))
     assert events.x.tolist() == [5]
+
+
+# ----------------------------------------------------------------------------------------
+# Vector words, packets cut anywhere, rollovers: the one-pass decoders of the fast cameras
+
+
+def row_runs(count: int, width: int, height: int, seed: int, start_us: int = 5_000_000) -> Events:
+    """Events as a Prophesee IMX636 reads them out under motion: at each microsecond, one run
+    of 2-40 neighbouring pixels (increasing x, one polarity) or a lone event on each of a few
+    rows, rows in increasing order; times on the camera's clock (whole microseconds)."""
+    rng = np.random.default_rng(seed)
+    x, y, t, p = [], [], [], []
+    now_us = start_us
+    while len(x) < count:
+        for row in np.sort(rng.choice(height, 4, replace=False)):
+            length = 1 if rng.random() < 0.3 else int(rng.integers(2, 41))
+            first = int(rng.integers(0, width - length + 1))
+            polarity = int(rng.integers(0, 2))
+            for column in range(first, first + length):
+                x.append(column)
+                y.append(row)
+                t.append(now_us * 1000)
+                p.append(polarity)
+        now_us += int(rng.integers(1, 4))
+    return Events.from_arrays(x, y, t, p)
+
+
+def evt3_decode(payload: bytes, decoder: codecs.Evt3Decoder, width: int = 1280, height: int = 720) -> Events:
+    return decoder.decode(np.frombuffer(payload, np.uint8), width=width, height=height)
+
+
+def test_evt3_vector_words_decode_per_the_format_up_to_the_last_column():
+    words = [0x8000, 0x6005,  # time 5 us
+             0x0002,          # ADDR_Y 2
+             0x3CF0,          # VECT_BASE_X x=1264, polarity 1
+             0x4801,          # VECT_12 bits 0, 11 -> x 1264, 1275; base -> 1276
+             0x5008,          # VECT_8 bit 3 -> x 1279, the last column (bits 4-7, x 1280-1283, clear)
+             0x3005,          # VECT_BASE_X x=5, polarity 0
+             0x4000,          # VECT_12 no bits; base -> 17
+             0x50FF]          # VECT_8 all bits -> x 17..24
+    events = evt3_decode(np.array(words, "<u2").tobytes(), codecs.Evt3Decoder())
+    assert events.x.tolist() == [1264, 1275, 1279] + list(range(17, 25))
+    assert events.y.tolist() == [2] * 11
+    assert events.p.tolist() == [1, 1, 1] + [-1] * 8
+    assert events.t.tolist() == [5000] * 11
+    # a set bit past the last column is an error naming the word and its offset
+    with pytest.raises(EventDecodeError, match=r"outside the sensor 1280x720 px in word 0x5010 at byte offset 10"):
+        evt3_decode(np.array(words[:5] + [0x5010], "<u2").tobytes(), codecs.Evt3Decoder())
+    # and so is a vector on a row below the sensor
+    with pytest.raises(EventDecodeError, match=r"outside the sensor 1280x720 px in word 0x4001 at byte offset 8"):
+        evt3_decode(np.array([0x8000, 0x6005, 0x02D0, 0x3000, 0x4001], "<u2").tobytes(), codecs.Evt3Decoder())
+
+
+def test_evt3_vectors_before_the_first_valid_time_are_dropped_but_move_the_base():
+    words = [0x0003, 0x3800,  # row 3, base x=0, polarity 1, no time yet
+             0x4FFF,          # 12 events, dropped; base -> 12
+             0x8001, 0x6002,  # time 4098 us
+             0x5003]          # VECT_8 bits 0, 1 -> x 12, 13
+    events = evt3_decode(np.array(words, "<u2").tobytes(), codecs.Evt3Decoder())
+    assert (events.x.tolist(), events.y.tolist(), events.t.tolist()) == ([12, 13], [3, 3], [4098_000] * 2)
+
+
+def test_evt3_encoder_writes_runs_as_32_pixel_vectors():
+    events = Events.from_arrays([33, 34, 40, 100, 7], [3, 3, 3, 3, 4], [5000, 5000, 5000, 5000, 6000],
+                                [1, 1, 1, 0, 1])
+    words = codecs.encode_evt3_words(events)
+    assert [f"{word:04x}" for word in words] == [
+        "8000", "6005", "0003",  # TIME_HIGH 0, TIME_LOW 5 us, ADDR_Y 3
+        "3820",                  # VECT_BASE_X x=32 (the group of x 32-63), polarity 1
+        "4106",                  # VECT_12 bits 1, 2, 8 -> x 33, 34, 40
+        "4000", "5000",          # the rest of the group: no events
+        "2064",                  # ADDR_X x=100, polarity 0: a lone event
+        "6006", "0004", "2807"]  # 6 us, row 4, x=7 polarity 1
+    assert codecs.encode_evt3_words(events, vectors=False).tolist() == [
+        0x8000, 0x6005, 0x0003, 0x2821, 0x2822, 0x2828, 0x2064, 0x6006, 0x0004, 0x2807]
+
+
+def test_evt3_stream_cut_at_any_word_decodes_to_the_events_put_in():
+    """metavision_driver forwards the camera's buffers as they come: a packet may end
+    inside a vector (after VECT_BASE_X, between its VECT_12 words) or between TIME_HIGH
+    and TIME_LOW; one decoder carries the state over."""
+    events = row_runs(300, 1280, 720, seed=1)
+    words = codecs.encode_evt3_words(events)
+    kinds = words >> 12
+    assert np.count_nonzero(kinds == codecs.EVT3_VECT_12) > 20 and np.count_nonzero(kinds == codecs.EVT3_ADDR_X) > 5
+    payload = words.tobytes()
+    for cut in range(len(words) + 1):
+        decoder = codecs.Evt3Decoder()
+        parts = [evt3_decode(payload[:2 * cut], decoder), evt3_decode(payload[2 * cut:], decoder)]
+        assert Events.concatenate(parts).equals(events), f"cut at word {cut}"
+
+
+def test_evt3_vector_stream_across_the_24_bit_rollover_cut_anywhere():
+    events = row_runs(3000, 1280, 720, seed=2, start_us=(1 << 24) - 40)
+    assert events.t[0] < (1 << 24) * 1000 < events.t[-1]
+    payload = codecs.encode_evt3_words(events).tobytes()
+    cuts = 2 * np.unique(np.random.default_rng(3).integers(0, len(payload) // 2, 12))
+    decoder = codecs.Evt3Decoder()
+    parts = [evt3_decode(payload[begin:end], decoder) for begin, end in zip(np.r_[0, cuts], np.r_[cuts, len(payload)])]
+    assert Events.concatenate(parts).equals(events)
+
+
+@pytest.mark.parametrize("encoding", ["evt3", "libcaer_cmp"])
+def test_dense_packets_decode_every_event(encoding):
+    """Every pixel of whole rows (evt3: full VECT_12 / VECT_8 masks up to the last column)
+    or whole columns (libcaer_cmp: full VECT_8 masks down to the last row) at once, as a
+    flickering light gives them: the output is sized exactly, nothing lost or added."""
+    width, height = (1280, 720) if encoding == "evt3" else (640, 480)
+    if encoding == "evt3":
+        y, x = np.divmod(np.arange(4 * width), width)
+    else:
+        x, y = np.divmod(np.arange(4 * height), height)
+    events = Events.from_arrays(x, y, np.full(len(x), 7_000_000), np.arange(len(x)) // 3 % 2)
+    events = Events.concatenate([events, Events(events.x, events.y, events.t + 1000, events.p)])
+    buffer = codecs.encode_event_packet(events, height, width, encoding, sensor_time_offset_ns=0)
+    decoded, _ = codecs.decode_event_packet(buffer)
+    assert decoded.equals(events)
+
+
+def test_libcaer_cmp_time_high_alone_keeps_the_time_low():
+    """libcaer_driver writes TIME_HIGH and TIME_LOW only when they change: a TIME_HIGH
+    without a TIME_LOW keeps the low bits."""
+    words = [0x2005, 0x1007, 0x3001,  # column 5; 7 us; row 1
+             0x0002, 0x3002,          # TIME_HIGH 2 -> 2 x 4096 + 7 us; row 2
+             0x1009, 0x3803]          # 2 x 4096 + 9 us; row 3, polarity 1
+    events, _ = codecs.decode_event_packet(packet_with_payload("libcaer_cmp", np.array(words, "<u2").tobytes(),
+                                                               SECOND))
+    assert events.t.tolist() == [SECOND + 7000, SECOND + 8199_000, SECOND + 8201_000]
+    assert (events.x.tolist(), events.y.tolist(), events.p.tolist()) == ([5, 5, 5], [1, 2, 3], [-1, -1, 1])
+
+
+def test_libcaer_cmp_vectors_down_to_the_last_row():
+    words = [0x2000 | 639,   # column 639, the last
+             0x4800 | 472,   # VECT_BASE_Y row 472, polarity 1
+             0x5081,         # rows 472, 479 (the last); base -> 480
+             0x4000 | 476,   # VECT_BASE_Y row 476, polarity 0
+             0x500F]         # rows 476-479 (bits 4-7, rows 480-483, clear)
+    events, _ = libcaer_cmp.decode_packet(np.frombuffer(np.array(words, "<u2").tobytes(), np.uint8), 0, False, 0,
+                                          640, 480, libcaer_cmp.new_stream_state())
+    assert events.y.tolist() == [472, 479, 476, 477, 478, 479]
+    assert events.x.tolist() == [639] * 6 and events.p.tolist() == [1, 1, -1, -1, -1, -1]
+    with pytest.raises(EventDecodeError, match=r"outside the sensor 640x480 px in word 0x5010 at byte offset 8"):
+        libcaer_cmp.decode_packet(np.frombuffer(np.array(words[:4] + [0x5010], "<u2").tobytes(), np.uint8), 0,
+                                  False, 0, 640, 480, libcaer_cmp.new_stream_state())
+    # a vector before any column is an error even when its mask is empty
+    with pytest.raises(EventDecodeError, match="before any ADDR_X / VECT_BASE_Y word in word 0x5000 at byte offset 2"):
+        libcaer_cmp.decode_packet(np.frombuffer(np.array([0x4008, 0x5000], "<u2").tobytes(), np.uint8), 0,
+                                  False, 0, 640, 480, libcaer_cmp.new_stream_state())
+
+
+def test_big_endian_and_unaligned_payloads_decode_the_same():
+    """The decoders read little-endian payloads in place; big-endian ones (is_bigendian) and
+    ones at an odd byte offset (ROS 1 has no alignment) are copied first."""
+    words = [0x8000, 0x6005, 0x0002, 0x3800, 0x4011, 0x2803]  # x 0, 4 (vector), 3 (ADDR_X); row 2
+    little, _ = codecs.decode_event_packet(packet_with_payload("evt3", np.array(words, "<u2").tobytes()))
+    big, _ = codecs.decode_event_packet(packet_with_payload("evt3", np.array(words, ">u2").tobytes(),
+                                                            is_bigendian=True))
+    assert little.x.tolist() == big.x.tolist() == [0, 4, 3]
+    assert little.equals(big)
+    events = row_runs(200, 240, 180, seed=4)
+    buffer = codecs.encode_event_packet(events, 180, 240, "evt3", "ab", ros1=True)
+    payload_offset = len(buffer) - 2 * len(codecs.encode_evt3_words(events))
+    assert payload_offset % 2 == 1
+    assert codecs.decode_event_packet(buffer, ros1=True)[0].equals(events)
 
 
 # ----------------------------------------------------------------------------------------

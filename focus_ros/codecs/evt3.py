@@ -28,7 +28,8 @@ import numba
 import numpy as np
 
 from focus_ros.codecs._cdr import EventDecodeError
-from focus_ros.codecs._payload import payload_words
+from focus_ros.codecs._payload import (allocate_events, event_bound, payload_words, store_bits, store_event,
+                                       store_vector)
 from focus_ros.events import Events
 
 ENCODING_EVT3 = "evt3"
@@ -36,8 +37,9 @@ EVT3_ADDR_Y, EVT3_ADDR_X, EVT3_VECT_BASE_X, EVT3_VECT_12, EVT3_VECT_8 = 0x0, 0x2
 EVT3_TIME_LOW, EVT3_TIME_HIGH, EVT3_EXT_TRIGGER = 0x6, 0x8, 0xA
 _EVT3_TIME_HIGH_PERIOD_US = 1 << 24
 
-# The decoder's state: an int64 array the kernel updates in place, slot by slot: 0 TIME_HIGH,
-# 1 TIME_LOW, 2 y, 3 vector base x, 4 vector polarity, 5 a TIME_HIGH seen, 6 a full time seen,
+# The decoder's state: an int64 array the kernel reads at the start of a packet and writes
+# back at its end (only when the packet decoded without a fault): 0 TIME_HIGH, 1 TIME_LOW,
+# 2 y, 3 vector base x, 4 vector polarity (+-1), 5 a TIME_HIGH seen, 6 a full time seen,
 # 7 24-bit rollovers counted (TIME_HIGH stepping back by more than 10).
 _STATE_SIZE = 8
 
@@ -60,101 +62,121 @@ class Triggers:
 
 
 @numba.njit(cache=True, nogil=True)
-def _evt3_decode_words(words, state, width, height, x, y, t_us, on, trigger_t_us,
-                       trigger_edge, trigger_id):
-    """Decode EVT3 words into preallocated arrays (or only count when x is empty).
+def _evt3_decode_words(words, state, width, height, offset_ns, x, y, t, p, trigger_t, trigger_edge,
+                       trigger_id):
+    """Decode EVT3 words into x, y (px), t (ns: offset_ns + camera us x 1000), p (+-1) and
+    the trigger arrays, which have room for every event and trigger (:func:`event_bound`).
 
-    Returns (events written, triggers written, index of the first bad word or -1, kind
-    of fault: 0 none, 1 unknown word type, 2 event outside the sensor). ``state`` is
-    updated.
+    Returns (events written, triggers written, index of the first bad word or -1, fault:
+    0 none, 1 unknown word type, 2 event outside the sensor); ``state`` is written back
+    only when there is no fault. The state lives in locals inside the loop; the checks an
+    event needs (a full time seen, the row inside the sensor) are folded into one flag,
+    ``blocked``, updated when the row or the time changes. A VECT_BASE_X and the vector
+    words after it (a camera's 32-pixel group: VECT_12, VECT_12, VECT_8) are written
+    together from one mask, one loop over its set bits instead of a branch per word; a
+    vector word the packet starts with (the packet was cut inside a group) goes word by
+    word, as do groups that would drop or fault.
     """
+    high, low, row, base, vector_polarity = state[0], state[1], state[2], state[3], state[4]
+    high_seen, valid, rollovers = state[5], state[6], state[7]
+    epoch_ns = offset_ns + rollovers * _EVT3_TIME_HIGH_PERIOD_US * 1000
+    time_ns = epoch_ns + (high * 4096 + low) * 1000
+    blocked = valid == 0 or row >= height
     count = 0
     triggers = 0
-    store = len(x) > 0
-    store_triggers = len(trigger_t_us) > 0
-    for i in range(len(words)):
+    skip = 0  # vector words already written with the VECT_BASE_X before them
+    n = len(words)
+    for i in range(n):
+        if skip > 0:
+            skip -= 1
+            continue
         word = np.int64(words[i])
         kind = word >> 12
-        value = word & 0xFFF
-        if kind == 0x8:  # TIME_HIGH
-            high = value
-            last_high = state[0]
-            if state[5] == 1 and high < last_high and last_high - high > 10:
-                state[7] += 1
-            state[0] = high
-            state[5] = 1
-        elif kind == 0x6:  # TIME_LOW
-            state[1] = value
-            if state[5] == 1:
-                state[6] = 1
+        if kind == 0x2:  # ADDR_X: one event
+            column = word & 0x7FF
+            if blocked or column >= width:
+                if valid == 0:
+                    continue
+                return count, triggers, i, 2
+            count = store_event(x, y, t, p, count, column, row, time_ns, ((word >> 10) & 2) - 1)
         elif kind == 0x0:  # ADDR_Y
-            state[2] = value & 0x7FF
-        elif kind == 0x2 or kind == 0x3:  # ADDR_X or VECT_BASE_X
-            ex = value & 0x7FF
-            polarity = (value >> 11) & 1
-            if kind == 0x3:
-                state[3] = ex
-                state[4] = polarity
-            elif state[6] == 1:
-                if ex >= width or state[2] >= height:
-                    return count, triggers, i, 2
-                if store:
-                    x[count] = ex
-                    y[count] = state[2]
-                    t_us[count] = state[7] * 16777216 + state[0] * 4096 + state[1]
-                    on[count] = polarity
-                count += 1
-        elif kind == 0x4 or kind == 0x5:  # VECT_12, VECT_8
+            row = word & 0x7FF
+            blocked = valid == 0 or row >= height
+        elif kind == 0x6:  # TIME_LOW
+            low = word & 0xFFF
+            valid = valid | high_seen
+            blocked = valid == 0 or row >= height
+            time_ns = epoch_ns + (high * 4096 + low) * 1000
+        elif kind == 0x4 or kind == 0x5:  # VECT_12, VECT_8: events at base + set bit
             bits = 12 if kind == 0x4 else 8
-            if state[6] == 1:
-                for bit in range(bits):
-                    if (value >> bit) & 1:
-                        ex = state[3] + bit
-                        if ex >= width or state[2] >= height:
-                            return count, triggers, i, 2
-                        if store:
-                            x[count] = ex
-                            y[count] = state[2]
-                            t_us[count] = state[7] * 16777216 + state[0] * 4096 + state[1]
-                            on[count] = state[4]
-                        count += 1
-            state[3] += bits
+            mask = word & ((1 << bits) - 1)
+            if mask != 0 and (blocked or base + bits > width):
+                if valid == 0:
+                    mask = 0
+                elif row >= height or base >= width or (mask >> (width - base)) != 0:
+                    return count, triggers, i, 2
+            if mask != 0:
+                if bits == 12:
+                    count = store_vector(x, y, t, p, count, mask, 12, base, row, time_ns, vector_polarity)
+                else:
+                    count = store_vector(x, y, t, p, count, mask, 8, base, row, time_ns, vector_polarity)
+            base += bits
+        elif kind == 0x3:  # VECT_BASE_X, and at once the vector words that follow it
+            base = word & 0x7FF
+            vector_polarity = ((word >> 10) & 2) - 1
+            mask = np.int64(0)  # bit i: an event at base + i
+            span = 0
+            j = i + 1
+            while j < n and span <= 40:
+                follower = np.int64(words[j])
+                if follower >> 12 == 0x4:
+                    mask |= (follower & 0xFFF) << span
+                    span += 12
+                elif follower >> 12 == 0x5:
+                    mask |= (follower & 0xFF) << span
+                    span += 8
+                else:
+                    break
+                j += 1
+            if not blocked and base + span <= width:  # else word by word, which drops or faults
+                count = store_bits(x, y, t, p, count, mask, base, row, time_ns, vector_polarity)
+                base += span
+                skip = j - i - 1
+        elif kind == 0x8:  # TIME_HIGH; stepping back by more than 10 is a 2^24 us rollover
+            new_high = word & 0xFFF
+            if high_seen == 1 and new_high < high and high - new_high > 10:
+                rollovers += 1
+                epoch_ns += _EVT3_TIME_HIGH_PERIOD_US * 1000
+            high = new_high
+            high_seen = 1
+            time_ns = epoch_ns + (high * 4096 + low) * 1000
         elif kind == 0xA:  # EXT_TRIGGER
-            if state[6] == 1:
-                if store_triggers:
-                    trigger_t_us[triggers] = state[7] * 16777216 + state[0] * 4096 + state[1]
-                    trigger_edge[triggers] = value & 1
-                    trigger_id[triggers] = (value >> 8) & 0xF
+            if valid == 1:
+                trigger_t[triggers] = time_ns
+                trigger_edge[triggers] = word & 1
+                trigger_id[triggers] = (word >> 8) & 0xF
                 triggers += 1
-        elif kind == 0x7 or kind == 0x9 or kind == 0xE or kind == 0xF:
-            pass
-        else:
+        elif kind != 0x7 and kind != 0x9 and kind != 0xE and kind != 0xF:
             return count, triggers, i, 1
+    state[0], state[1], state[2], state[3], state[4] = high, low, row, base, vector_polarity
+    state[5], state[6], state[7] = high_seen, valid, rollovers
     return count, triggers, -1, 0
 
 
 @numba.njit(cache=True, nogil=True)
-def _evt3_decode_packet(words, state, width, height):
-    """Count (on a copy of the state), allocate, decode: one call from Python. Returns
-    (x, y, t_us, on, trigger t_us, edge, id, index of the first bad word or -1, fault);
-    the state advances only when there is no fault."""
-    empty16 = np.empty(0, np.uint16)
-    empty8 = np.empty(0, np.uint8)
-    empty64 = np.empty(0, np.int64)
-    count, trigger_count, bad, fault = _evt3_decode_words(
-        words, state.copy(), width, height, empty16, empty16, empty64, empty8, empty64, empty8,
-        empty8)
-    if fault:
-        return empty16, empty16, empty64, empty8, empty64, empty8, empty8, bad, fault
-    x = np.empty(count, np.uint16)
-    y = np.empty(count, np.uint16)
-    t_us = np.empty(count, np.int64)
-    on = np.empty(count, np.uint8)
-    trigger_t_us = np.empty(trigger_count, np.int64)
-    edge = np.empty(trigger_count, np.uint8)
-    trigger_id = np.empty(trigger_count, np.uint8)
-    _evt3_decode_words(words, state, width, height, x, y, t_us, on, trigger_t_us, edge, trigger_id)
-    return x, y, t_us, on, trigger_t_us, edge, trigger_id, -1, 0
+def _evt3_decode_packet(words, state, width, height, offset_ns):
+    """Bound, allocate once, decode once: one call from Python. Returns (x, y, t, p,
+    trigger t, edge, id, index of the first bad word or -1, fault), the arrays views of
+    exactly the decoded events; the state advances only when there is no fault."""
+    bound, trigger_bound = event_bound(words, EVT3_ADDR_X, EVT3_VECT_12, EVT3_VECT_8, EVT3_EXT_TRIGGER)
+    x, y, t, p = allocate_events(bound)
+    trigger_t = np.empty(trigger_bound, np.int64)
+    edge = np.empty(trigger_bound, np.uint8)
+    trigger_id = np.empty(trigger_bound, np.uint8)
+    count, triggers, bad, fault = _evt3_decode_words(words, state, width, height, offset_ns, x, y, t, p,
+                                                     trigger_t, edge, trigger_id)
+    return (x[:count], y[:count], t[:count], p[:count], trigger_t[:triggers], edge[:triggers],
+            trigger_id[:triggers], bad, fault)
 
 
 class Evt3Decoder:
@@ -166,6 +188,7 @@ class Evt3Decoder:
     def __init__(self, time_offset_ns: int = 0):
         self.time_offset_ns = int(time_offset_ns)
         self.state = np.zeros(_STATE_SIZE, np.int64)
+        self.state[4] = -1  # vectors before any VECT_BASE_X: polarity 0 (OFF)
 
     def decode(self, payload: np.ndarray, is_bigendian: bool = False, payload_offset: int = 0,
                width: int = 2048, height: int = 2048) -> Events:
@@ -177,31 +200,83 @@ class Evt3Decoder:
                              height: int = 2048) -> tuple[Events, Triggers]:
         """Decode one packet's payload bytes into CD events and external-trigger events."""
         words = payload_words(payload, 2, is_bigendian, ENCODING_EVT3, payload_offset)
-        x, y, t_us, on, trigger_t_us, edge, trigger_id, bad_word, fault = _evt3_decode_packet(
-            words, self.state, width, height)
+        x, y, t, p, trigger_t, edge, trigger_id, bad_word, fault = _evt3_decode_packet(
+            words, self.state, width, height, self.time_offset_ns)
         if fault:
             word = int(words[bad_word])
             what = (f"unknown EVT3 word type {word >> 12:#x}" if fault == 1 else
                     f"EVT3 event outside the sensor {width}x{height} px")
             raise EventDecodeError(f"malformed message: {what} in word {word:#06x} at byte "
                                    f"offset {payload_offset + 2 * bad_word}")
-        offset = np.int64(self.time_offset_ns)
-        t_us *= 1000
-        t_us += offset
-        trigger_t_us *= 1000
-        trigger_t_us += offset
-        return (Events(x, y, t_us, on.view(np.int8) * np.int8(2) - np.int8(1)),
-                Triggers(trigger_t_us, edge, trigger_id))
+        return Events(x, y, t, p), Triggers(trigger_t, edge, trigger_id)
 
 
-def encode_evt3_words(events: Events, time_offset_ns: int = 0) -> np.ndarray:
+@numba.njit(cache=True, nogil=True)
+def _evt3_flush_run(words, n, mask, run_base, run_on, last_x):
+    """Write a run of events on one row at one time (bit i of mask: x = run_base + i) at
+    words[n]: ADDR_X for a single event (at last_x), else the 32-pixel group as
+    VECT_BASE_X + VECT_12 + VECT_12 + VECT_8. Returns the new word count."""
+    if mask & (mask - 1) == 0:
+        words[n] = (EVT3_ADDR_X << 12) | (run_on << 11) | last_x
+        return n + 1
+    words[n] = (EVT3_VECT_BASE_X << 12) | (run_on << 11) | run_base
+    words[n + 1] = (EVT3_VECT_12 << 12) | (mask & 0xFFF)
+    words[n + 2] = (EVT3_VECT_12 << 12) | ((mask >> 12) & 0xFFF)
+    words[n + 3] = (EVT3_VECT_8 << 12) | ((mask >> 24) & 0xFF)
+    return n + 4
+
+
+@numba.njit(cache=True, nogil=True)
+def _evt3_encode(microseconds, x, y, on, vectors, words):
+    """Fill words (room for 7 per event) from the events' sensor clock (us, unwrapped);
+    returns how many were written."""
+    n = 0
+    mask = 0  # the pending run: bit i = an event at x = run_base + i
+    run_base = 0
+    run_on = 0
+    last_x = 0
+    for i in range(len(microseconds)):
+        us = microseconds[i]
+        new_high = i == 0 or (us >> 12) != (microseconds[i - 1] >> 12)
+        new_low = new_high or (us & 0xFFF) != (microseconds[i - 1] & 0xFFF)
+        new_row = i == 0 or y[i] != y[i - 1]
+        joins = (vectors and mask != 0 and not new_low and not new_row and on[i] == run_on
+                 and x[i] >> 5 == run_base >> 5 and x[i] > last_x)
+        if mask != 0 and not joins:
+            n = _evt3_flush_run(words, n, mask, run_base, run_on, last_x)
+            mask = 0
+        if new_high:
+            words[n] = (EVT3_TIME_HIGH << 12) | ((us >> 12) & 0xFFF)
+            n += 1
+        if new_low:
+            words[n] = (EVT3_TIME_LOW << 12) | (us & 0xFFF)
+            n += 1
+        if new_row:
+            words[n] = (EVT3_ADDR_Y << 12) | y[i]
+            n += 1
+        if not joins:
+            run_base = x[i] & ~31 if vectors else x[i]
+            run_on = on[i]
+        mask |= 1 << (x[i] - run_base)
+        last_x = x[i]
+    if mask != 0:
+        n = _evt3_flush_run(words, n, mask, run_base, run_on, last_x)
+    return n
+
+
+def encode_evt3_words(events: Events, time_offset_ns: int = 0, vectors: bool = True) -> np.ndarray:
     """EVT3 words (little-endian uint16) for events in time order: TIME_HIGH, TIME_LOW and
-    ADDR_Y words where they change (all three before the first event), one ADDR_X per event.
+    ADDR_Y words where they change (all three before the first event); then, as a
+    Prophesee IMX636 reads out its rows in 32-pixel groups, the events that follow each
+    other at one time on one row, with one polarity and increasing x inside one 32-pixel
+    group, as VECT_BASE_X (the group's first x) + VECT_12 + VECT_12 + VECT_8, and a lone
+    event as ADDR_X. With ``vectors=False``, one ADDR_X per event.
 
     The sensor clock is ``(t - time_offset_ns) / 1000`` us; raises ValueError when a time is
-    not a whole microsecond after the offset, negative, or out of order. Times beyond 2^24 us
-    are written modulo 2^24 (the decoder counts the rollovers, as the camera's would need
-    TIME_HIGH words at least every 2^24 us - 10 x 4096 us; raises ValueError otherwise).
+    not a whole microsecond after the offset, negative, or out of order, or when x or y
+    needs more than the format's 11 bits. Times beyond 2^24 us are written modulo 2^24 (the
+    decoder counts the rollovers, as the camera's would need TIME_HIGH words at least every
+    2^24 us - 10 x 4096 us; raises ValueError otherwise).
     """
     if len(events) == 0:
         return np.empty(0, "<u2")
@@ -214,22 +289,12 @@ def encode_evt3_words(events: Events, time_offset_ns: int = 0) -> np.ndarray:
         raise ValueError("evt3 encoding needs events in time order")
     if np.any(np.diff(microseconds) >= _EVT3_TIME_HIGH_PERIOD_US - 11 * 4096):
         raise ValueError("evt3 encoding cannot represent a gap of 16.7 s or more between events")
-    sensor_time = microseconds % _EVT3_TIME_HIGH_PERIOD_US
-    high = sensor_time >> 12
-    low = sensor_time & 0xFFF
-    first = np.zeros(len(events), bool)
-    first[0] = True
-    changed_high = first | np.r_[False, microseconds[1:] >> 12 != microseconds[:-1] >> 12]
-    changed_low = changed_high | np.r_[False, low[1:] != low[:-1]]
-    changed_y = first | np.r_[False, events.y[1:] != events.y[:-1]]
-    candidates = np.stack([
-        (EVT3_TIME_HIGH << 12) | high,
-        (EVT3_TIME_LOW << 12) | low,
-        (EVT3_ADDR_Y << 12) | events.y.astype(np.int64),
-        (EVT3_ADDR_X << 12) | ((events.p > 0).astype(np.int64) << 11) | events.x.astype(np.int64),
-    ], axis=1)
-    keep = np.stack([changed_high, changed_low, changed_y, np.ones(len(events), bool)], axis=1)
-    return candidates[keep].astype("<u2")
+    if int(events.x.max()) >= 2048 or int(events.y.max()) >= 2048:
+        raise ValueError("evt3 encoding holds coordinates below 2048 px")
+    words = np.empty(7 * len(events), np.int64)
+    n = _evt3_encode(microseconds, events.x.astype(np.int64), events.y.astype(np.int64),
+                     (events.p > 0).astype(np.int64), bool(vectors), words)
+    return words[:n].astype("<u2")
 
 
 #: a new stream's state: the decoder itself carries it from packet to packet

@@ -21,92 +21,83 @@ import numba
 import numpy as np
 
 from focus_ros.codecs._cdr import EventDecodeError
-from focus_ros.codecs._payload import payload_words, sensor_microseconds
+from focus_ros.codecs._payload import (allocate_events, event_bound, payload_words, sensor_microseconds, store_event,
+                                       store_vector)
 from focus_ros.events import Events
 
 ENCODING_LIBCAER_CMP = "libcaer_cmp"
 CMP_TIME_HIGH, CMP_TIME_LOW, CMP_ADDR_X, CMP_ADDR_Y, CMP_VECT_BASE_Y, CMP_VECT_8 = range(6)
-# stream state slots: column, column seen, base row, polarity, base seen
+# stream state slots: column, column seen, base row, polarity (+-1), base seen
 _CMP_STATE_SIZE = 5
 
 
 def new_stream_state() -> np.ndarray:
     """The state one stream of libcaer_cmp packets carries over (nothing seen yet)."""
-    return np.zeros(_CMP_STATE_SIZE, np.int64)
+    state = np.zeros(_CMP_STATE_SIZE, np.int64)
+    state[3] = -1
+    return state
 
 
 @numba.njit(cache=True, nogil=True)
-def _libcaer_cmp_decode_words(words, state, time_base, width, height, x, y, t, on):
-    """Decode (or, with x empty, count) libcaer_cmp words; returns (events, index of the
-    first bad word or -1, fault: 0 none, 1 unknown code, 2 outside the sensor, 3 event
-    before any column / vector base)."""
-    count = 0
-    store = len(x) > 0
-    high = np.int64(0)
+def _libcaer_cmp_decode_words(words, state, time_base, width, height, x, y, t, p):
+    """Decode libcaer_cmp words into x, y (px), t (ns), p (+-1), which have room for every
+    event (:func:`event_bound`). Returns (events written, index of the first bad word or
+    -1, fault: 0 none, 1 unknown code, 2 outside the sensor, 3 event before any column /
+    vector base); ``state`` is written back only when there is no fault. The checks an
+    event needs (a column seen and inside the sensor) are one flag, ``blocked``, updated
+    with the column."""
+    column, column_seen, base, polarity, base_seen = state[0], state[1], state[2], state[3], state[4]
+    blocked = column_seen == 0 or column >= width
+    high = np.int64(0)  # time bits 12-23 (us), both 0 at the start of every packet
     low = np.int64(0)
+    time_ns = time_base
+    count = 0
     for i in range(len(words)):
         word = np.int64(words[i])
         code = word >> 12
-        value = word & 0xFFF
-        if code == 0:
-            high = value
-        elif code == 1:
-            low = value
-        elif code == 2:
-            state[0] = value & 0x7FF
-            state[1] = 1
-        elif code == 3:
-            ey = value & 0x7FF
-            if state[1] == 0:
-                return count, i, 3
-            if state[0] >= width or ey >= height:
-                return count, i, 2
-            if store:
-                x[count] = state[0]
-                y[count] = ey
-                t[count] = time_base + (high * 4096 + low) * 1000
-                on[count] = (value >> 11) & 1
-            count += 1
-        elif code == 4:
-            state[2] = value & 0x7FF
-            state[3] = (value >> 11) & 1
-            state[4] = 1
-        elif code == 5:
-            if state[1] == 0 or state[4] == 0:
-                return count, i, 3
-            for bit in range(8):
-                if (value >> bit) & 1:
-                    ey = state[2] + bit
-                    if state[0] >= width or ey >= height:
-                        return count, i, 2
-                    if store:
-                        x[count] = state[0]
-                        y[count] = ey
-                        t[count] = time_base + (high * 4096 + low) * 1000
-                        on[count] = state[3]
-                    count += 1
-            state[2] += 8
+        if code == 5:  # VECT_8: events at (column, base + set bit)
+            mask = word & 0xFF
+            if blocked or base_seen == 0 or base + 8 > height:
+                if column_seen == 0 or base_seen == 0:
+                    return count, i, 3
+                if mask != 0 and (column >= width or base >= height or (mask >> (height - base)) != 0):
+                    return count, i, 2
+            if mask != 0:
+                count = store_vector(y, x, t, p, count, mask, 8, base, column, time_ns, polarity)
+            base += 8
+        elif code == 3:  # ADDR_Y: one event
+            row = word & 0x7FF
+            if blocked or row >= height:
+                return count, i, 3 if column_seen == 0 else 2
+            count = store_event(y, x, t, p, count, row, column, time_ns, ((word >> 10) & 2) - 1)
+        elif code == 4:  # VECT_BASE_Y
+            base = word & 0x7FF
+            polarity = ((word >> 10) & 2) - 1
+            base_seen = 1
+        elif code == 2:  # ADDR_X
+            column = word & 0x7FF
+            column_seen = 1
+            blocked = column >= width
+        elif code == 1:  # TIME_LOW
+            low = word & 0xFFF
+            time_ns = time_base + (high + low) * 1000
+        elif code == 0:  # TIME_HIGH
+            high = (word & 0xFFF) << 12
+            time_ns = time_base + (high + low) * 1000
         else:
             return count, i, 1
+    state[0], state[1], state[2], state[3], state[4] = column, column_seen, base, polarity, base_seen
     return count, -1, 0
 
 
 @numba.njit(cache=True, nogil=True)
 def _libcaer_cmp_decode_packet(words, state, time_base, width, height):
-    """Count (on a copy of the state), allocate, decode: one call from Python. Returns
-    (x, y, t, on, index of the first bad word or -1, fault)."""
-    empty16 = np.empty(0, np.uint16)
-    count, bad, fault = _libcaer_cmp_decode_words(
-        words, state.copy(), time_base, width, height, empty16, empty16, np.empty(0, np.int64),
-        np.empty(0, np.int8))
-    if fault:
-        return empty16, empty16, np.empty(0, np.int64), np.empty(0, np.int8), bad, fault
-    x = np.empty(count, np.uint16)
-    y = np.empty(count, np.uint16)
-    t = np.empty(count, np.int64)
-    on = np.empty(count, np.int8)
-    _libcaer_cmp_decode_words(words, state, time_base, width, height, x, y, t, on)
-    return x, y, t, on, -1, 0
+    """Bound, allocate once, decode once: one call from Python. Returns (x, y, t, p, index
+    of the first bad word or -1, fault), the arrays views of exactly the decoded events."""
+    bound, _ = event_bound(words, CMP_ADDR_Y, -1, CMP_VECT_8, -1)
+    x, y, t, p = allocate_events(bound)
+    count, bad, fault = _libcaer_cmp_decode_words(words, state, time_base, width, height, x, y, t, p)
+    return x[:count], y[:count], t[:count], p[:count], bad, fault
 
 
 def decode_packet(payload: np.ndarray, time_base: int, is_bigendian: bool, payload_offset: int,
@@ -115,8 +106,7 @@ def decode_packet(payload: np.ndarray, time_base: int, is_bigendian: bool, paylo
     (:func:`new_stream_state`); EventDecodeError on an unknown word code, an event outside
     the sensor (width x height px) or before any column / vector base."""
     words = payload_words(payload, 2, is_bigendian, ENCODING_LIBCAER_CMP, payload_offset)
-    x, y, t, on, bad, fault = _libcaer_cmp_decode_packet(words, state, np.int64(time_base), width,
-                                                         height)
+    x, y, t, p, bad, fault = _libcaer_cmp_decode_packet(words, state, np.int64(time_base), width, height)
     if fault:
         word = int(words[bad])
         what = {1: f"unknown libcaer_cmp word code {word >> 12}",
@@ -124,7 +114,7 @@ def decode_packet(payload: np.ndarray, time_base: int, is_bigendian: bool, paylo
                 3: "libcaer_cmp event before any ADDR_X / VECT_BASE_Y word"}[fault]
         raise EventDecodeError(f"malformed message: {what} in word {word:#06x} at byte offset "
                                f"{payload_offset + 2 * bad}")
-    return Events(x, y, t, on * np.int8(2) - np.int8(1)), None
+    return Events(x, y, t, p), None
 
 
 @numba.njit(cache=True, nogil=True)
