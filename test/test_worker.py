@@ -325,3 +325,80 @@ def test_a_reset_before_any_configuration_is_no_failure(windows):
     assert results == ["first"]
     assert runner.counts["failed"] == 0
     assert [line for line in log.lines if line[0] != "info"] == []
+
+
+def test_a_worker_killed_while_no_job_flows_is_noticed_and_restarted_at_once(windows):
+    """A worker killed between jobs (nothing submitted, nothing in flight) is noticed by the
+    runner's watch within about WATCH_PERIOD_S: restart counted, said once with how it ended, a
+    new process; the next job is estimated by it."""
+    log = _Log()
+    results = []
+    runner = EstimatorRunner("angular_velocity", Calibration.davis240c(), real_time_settings(), in_process=True,
+                             on_result=lambda job, result: results.append(job.context), logger=log,
+                             warn_once=log.warn_once, capacity_events=5000)
+    try:
+        runner.configure(Calibration.davis240c(), real_time_settings())
+        deadline = time.monotonic() + 60.0
+        while runner.pid == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        first = runner.pid
+        assert first > 0
+        time.sleep(0.5)  # the configuration taken: the runner's thread idles
+        os.kill(first, signal.SIGKILL)
+        killed_s = time.monotonic()
+        while runner.counts["restarts"] == 0 and time.monotonic() < killed_s + 10.0:
+            time.sleep(0.02)
+        noticed_s = time.monotonic() - killed_s
+        assert runner.counts["restarts"] == 1
+        assert noticed_s < 2 * EstimatorRunner.WATCH_PERIOD_S + 0.5, noticed_s
+        deadline = time.monotonic() + 60.0
+        while runner.pid in (0, first) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert runner.pid not in (0, first)
+        runner.push(Job(windows[0], context="after", received_s=time.monotonic()))
+        deadline = time.monotonic() + 60.0
+        while not results and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        runner.stop()
+    assert results == ["after"]
+    errors = [text for kind, text in log.lines if kind == "error"]
+    assert len(errors) == 1 and re.search(rf"pid {first}\) stopped \(killed by signal 9\).*restarting", errors[0])
+    assert runner.counts["lost"] == 0 and runner.counts["failed"] == 0
+
+
+def test_jobs_before_the_engine_is_ready_are_held_then_all_estimated_then_the_live_policy_applies(windows):
+    """Queue policy "newest" (max_pending 1, skippable) with hold_events: windows pushed before the
+    configuration (the estimator not ready) are held, not dropped; once configured, every one is
+    estimated in order, none skipped; afterwards a burst is cut down to the newest again. Beyond the
+    hold's event budget the oldest held windows are dropped."""
+    log = _Log()
+    results = []
+    held = list(windows) * 2  # 8 windows
+    budget = sum(len(window) for window in held)
+    runner = EstimatorRunner("angular_velocity", Calibration.davis240c(), real_time_settings(), in_process=True,
+                             on_result=lambda job, result: results.append(job.context), logger=log,
+                             warn_once=log.warn_once, max_pending=lambda: 1, skippable=lambda: True,
+                             hold_events=lambda: budget, capacity_events=5000)
+    try:
+        for index, window in enumerate(held):
+            runner.push(Job(window, context=index, received_s=time.monotonic()))
+        runner.push(Job(windows[0], context="beyond the budget", received_s=time.monotonic()))
+        assert runner.counts["dropped"] == 1 and runner.pending == len(held)  # the oldest went
+        runner.configure(Calibration.davis240c(), real_time_settings())
+        deadline = time.monotonic() + 120.0
+        while len(results) < len(held) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert results == list(range(1, len(held))) + ["beyond the budget"]
+        assert runner.counts["dropped"] == 1
+        time.sleep(0.5)  # caught up: the live policy from now on
+        for index, window in enumerate(held):
+            runner.push(Job(window, context=f"live {index}", received_s=time.monotonic()))
+        deadline = time.monotonic() + 60.0
+        while runner.counts["estimated"] + runner.counts["dropped"] - 1 < 2 * len(held) and \
+                time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        runner.stop()
+    assert runner.counts["dropped"] > 1  # a burst of 8 pushed at once: most of it dropped or skipped
+    assert results[-1] == f"live {len(held) - 1}"

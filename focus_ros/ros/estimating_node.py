@@ -4,13 +4,22 @@ their estimator: the runner's two parameters, /diagnostics, and stopping.
 A node derived from :class:`EstimatingNode` creates ``self._input`` (its
 :class:`~focus_ros.ros.event_input.EventInput`) and ``self._runner`` (its
 :class:`~focus_ros.runtime.EstimatorRunner`, built with
-:func:`EstimatingNode.runner_options`), and reports through
+:func:`EstimatingNode.runner_options`), starts its once-a-second report with
+:meth:`EstimatingNode.start_diagnostics` and reports through
 :meth:`EstimatingNode.publish_diagnostics`.
+
+Timers that must run whatever the ROS clock does are on the steady clock
+(:meth:`EstimatingNode.create_steady_timer`): with ``use_sim_time`` true and nothing on
+``/clock`` (a bag played without ``--clock``, a live driver) a timer on the node's clock never
+fires, and /diagnostics would stay silent.
 """
 
 from __future__ import annotations
 
+from typing import Callable
+
 from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.clock import Clock, ClockType
 
 from focus_ros.ros import messages
 from focus_ros.ros.parameters import FocusNode
@@ -39,6 +48,15 @@ class EstimatingNode(FocusNode):
         parameters set (``in_process``, ``cpus``)."""
         return dict(in_process=self.get_parameter("estimator_process").value,
                     cpus=self.get_parameter("estimator_cpus").value)
+
+    def create_steady_timer(self, period_s: float, callback: Callable[[], None]):
+        """A timer every ``period_s`` (s) of the steady clock: it fires with ``use_sim_time`` and no
+        ``/clock`` too (a timer on the node's own clock would wait for simulated time that never comes)."""
+        return self.create_timer(period_s, callback, clock=Clock(clock_type=ClockType.STEADY_TIME))
+
+    def start_diagnostics(self, callback: Callable[[], None], period_s: float = 1.0):
+        """Call ``callback`` (the node's /diagnostics report) every ``period_s`` (s) of the steady clock."""
+        return self.create_steady_timer(period_s, callback)
 
     def publish_diagnostics(self, status, values: dict) -> None:
         """One /diagnostics message: ``status`` (from :func:`messages.estimator_status`) with ``values``."""

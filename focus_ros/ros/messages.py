@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from sensor_msgs.msg import Image
+from geometry_msgs.msg import TwistStamped, TwistWithCovarianceStamped
+from sensor_msgs.msg import Image, Imu
 
 from focus_ros import codecs
 from focus_ros.camera import Calibration
@@ -61,7 +62,8 @@ def calibration_from_parameters(values: dict) -> Calibration:
     """Intrinsics from the node's ``calibration.*`` parameters (a file or the numbers).
 
     values: file, width, height, fx, fy, cx, cy, distortion. Raises ValueError saying
-    what is missing.
+    what is missing or implausible (:meth:`Calibration.validate`: NaN, a 1x1 size, a focal
+    length far outside a lens's field of view), OSError when the file cannot be read.
     """
     width, height = int(values.get("width", 0)), int(values.get("height", 0))
     if values.get("file"):
@@ -74,8 +76,11 @@ def calibration_from_parameters(values: dict) -> Calibration:
         raise ValueError(f"calibration parameters missing: {', '.join('calibration.' + m for m in missing)}")
     distortion = list(values.get("distortion") or [])
     distortion += [0.0] * (5 - len(distortion))
-    return Calibration(width, height, float(values["fx"]), float(values["fy"]), float(values["cx"]),
-                       float(values["cy"]), distortion=tuple(float(d) for d in distortion[:5]))
+    try:
+        return Calibration(width, height, float(values["fx"]), float(values["fy"]), float(values["cx"]),
+                           float(values["cy"]), distortion=tuple(float(d) for d in distortion[:5])).validate()
+    except ValueError as error:
+        raise ValueError(f"the calibration.* parameters are unusable: {error}") from None
 
 
 def rgb_image(rgb: np.ndarray, stamp: Time, frame_id: str) -> Image:
@@ -89,6 +94,59 @@ def rgb_image(rgb: np.ndarray, stamp: Time, frame_id: str) -> Image:
     message.step = 3 * message.width
     message.data = np.ascontiguousarray(rgb, dtype=np.uint8).tobytes()
     return message
+
+
+#: variance ((m/s)^2) of the linear velocity in a TwistWithCovarianceStamped: not estimated
+#: (a rotation estimate says nothing about it), so "unknown" to a filter that fuses it
+UNKNOWN_LINEAR_VARIANCE_M2_S2 = 1e6
+
+
+def twist_stamped(angular_velocity_rad_s, stamp: Time, frame_id: str) -> TwistStamped:
+    """The angular velocity (3,) rad/s as a TwistStamped (linear part 0: not estimated)."""
+    message = TwistStamped()
+    message.header.stamp, message.header.frame_id = stamp, frame_id
+    message.twist.angular.x, message.twist.angular.y, message.twist.angular.z = (
+        float(v) for v in angular_velocity_rad_s)
+    return message
+
+
+def imu_message(angular_velocity_rad_s, covariance_rad2_s2, stamp: Time, frame_id: str) -> Imu:
+    """A sensor_msgs/Imu holding only an angular velocity (3,) rad/s and its covariance (3, 3),
+    (rad/s)^2, row-major (None: zeros, "unknown"): orientation and linear acceleration marked
+    absent as REP-145 says (element 0 of their covariances -1)."""
+    message = Imu()
+    message.header.stamp, message.header.frame_id = stamp, frame_id
+    message.angular_velocity.x, message.angular_velocity.y, message.angular_velocity.z = (
+        float(v) for v in angular_velocity_rad_s)
+    message.angular_velocity_covariance = _covariance_entries(covariance_rad2_s2, 3)
+    message.orientation_covariance[0] = -1.0
+    message.linear_acceleration_covariance[0] = -1.0
+    return message
+
+
+def twist_with_covariance(angular_velocity_rad_s, covariance_rad2_s2, stamp: Time,
+                          frame_id: str) -> TwistWithCovarianceStamped:
+    """The angular velocity (3,) rad/s with its covariance (3, 3), (rad/s)^2, as a
+    TwistWithCovarianceStamped; the linear part, not estimated, is 0 with variance
+    UNKNOWN_LINEAR_VARIANCE_M2_S2 (6x6 row-major: linear x y z, then angular x y z)."""
+    message = TwistWithCovarianceStamped()
+    message.header.stamp, message.header.frame_id = stamp, frame_id
+    twist = message.twist.twist
+    twist.angular.x, twist.angular.y, twist.angular.z = (float(v) for v in angular_velocity_rad_s)
+    covariance = np.zeros((6, 6))
+    covariance[:3, :3] = np.eye(3) * UNKNOWN_LINEAR_VARIANCE_M2_S2
+    if covariance_rad2_s2 is not None:
+        covariance[3:, 3:] = np.asarray(covariance_rad2_s2, dtype=np.float64).reshape(3, 3)
+    message.twist.covariance = _covariance_entries(covariance, 6)
+    return message
+
+
+def _covariance_entries(matrix, size: int) -> np.ndarray:
+    """A (size, size) covariance as the row-major float64 array of a message's covariance field;
+    None gives zeros, which sensor_msgs and geometry_msgs define as "covariance unknown"."""
+    if matrix is None:
+        return np.zeros(size * size)
+    return np.ascontiguousarray(np.asarray(matrix, dtype=np.float64).reshape(size, size)).reshape(size * size)
 
 
 def diagnostic_level(problem: tuple[str, str] | None, ok_message: str) -> tuple[int, str]:

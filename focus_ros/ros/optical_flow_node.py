@@ -130,7 +130,7 @@ class OpticalFlowNode(EstimatingNode):
                                       lambda: self._image_publisher.get_subscription_count() > 0))
         self._input = EventInput(self, self._on_events, self._on_calibration, own_thread=True)  # off the executor
         self.add_on_set_parameters_callback(self._on_set_parameters)
-        self.create_timer(1.0, self._publish_diagnostics)
+        self.start_diagnostics(self._publish_diagnostics)
         self.get_logger().info(f"waiting for {self._input.message_type} on '{self._input.events_topic}'; "
                                f"publishing 32FC2 px/s on '{self.resolve_topic_name('optical_flow')}'")
 

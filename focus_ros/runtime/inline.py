@@ -52,6 +52,10 @@ class InlineEstimator:
     def alive(self) -> bool:
         return True
 
+    def ended(self) -> None:
+        """Never ended: the calling thread is the estimator (EstimatorProcess.ended's counterpart)."""
+        return None
+
     def submit(self, events: Events, images: bool = False, skippable: bool = False, extra=None) -> int:
         self._queue.append((events, images, extra))
         return 0

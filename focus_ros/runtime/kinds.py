@@ -65,7 +65,22 @@ class EstimatorKind:
 # ----------------------------------------------------------------- angular velocity
 def _build_angular_velocity(calibration, settings):
     from focus_ros.estimators.angular_velocity import AngularVelocityEstimator
-    return AngularVelocityEstimator(calibration, settings)
+    estimator = AngularVelocityEstimator(calibration, settings)
+    _warm_up_angular_velocity(estimator)
+    return estimator
+
+
+def _warm_up_angular_velocity(estimator) -> None:
+    """One estimate of a small synthetic window (random pixels over 10 ms), then forgotten: the
+    compiled kernels these settings use load now, when the node starts, not in its first window."""
+    calibration = estimator.calibration
+    generator = np.random.default_rng(0)
+    count = max(int(estimator.settings.min_events), 2000)
+    estimator.estimate(Events.from_arrays(x=generator.integers(0, calibration.width, count),
+                                          y=generator.integers(0, calibration.height, count),
+                                          t=np.sort(generator.integers(0, 10_000_000, count)),
+                                          p=generator.choice([-1, 1], count)))
+    estimator.reset()
 
 
 def _carry_angular_velocity(previous, estimator) -> None:
@@ -104,8 +119,7 @@ def _depth_pictures(estimator, keyframe):
     if keyframe.warning:
         return None
     from focus_ros.depth.pictures import depth_picture, event_image
-    settings = estimator.settings
-    return (depth_picture(keyframe.depth_m, event_image(estimator.dsi.votes), settings.z_min_m, settings.z_max_m),)
+    return (depth_picture(keyframe.depth_m, event_image(estimator.dsi.votes), *keyframe.z_range_m),)
 
 
 #: name -> EstimatorKind: what EstimatorProcess / InlineEstimator / EstimatorRunner can run
@@ -150,6 +164,6 @@ def run_job(kind: EstimatorKind, estimator, events: Events, extra, images: bool)
 
 def forget_warm_start(estimator) -> None:
     """The estimator's ``reset()``, when it has one."""
-    reset = getattr(estimator, "reset", None)  # a depth estimator keeps nothing between keyframes
+    reset = getattr(estimator, "reset", None)  # depth: forgets the depth range seen
     if reset is not None:
         reset()

@@ -103,6 +103,13 @@ class EstimatorProcess:
     def alive(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
+    def ended(self) -> WorkerDied | None:
+        """A :class:`WorkerDied` saying how the worker ended, when it has (killed, exited); None
+        while it runs. For a watcher that looks between jobs, when no call would notice."""
+        if self._process is None or self._process.poll() is None:
+            return None
+        return WorkerDied(self._death_text())
+
     def cpus_in_use(self) -> frozenset[int]:
         """The CPUs the worker may run on now, as the OS says (empty when it is not running)."""
         try:
@@ -310,4 +317,3 @@ def _unlink(memory: shared_memory.SharedMemory) -> None:
         memory.unlink()
     except (OSError, BufferError):
         pass
-

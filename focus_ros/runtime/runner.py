@@ -66,7 +66,11 @@ class EstimatorRunner:
     code before data flows); jobs wait until :meth:`configure` gives the real one.
     unit: the noun of the counts ("window", "keyframe"); max_pending(): jobs waiting at most,
     the oldest dropped beyond it; skippable(): the worker may skip a job when a newer one is
-    queued behind it (queue policy "newest"); images_wanted(): ask for the kind's pictures
+    queued behind it (queue policy "newest"); hold_events(): while the engine is not ready yet
+    (starting with the node, restarting after a death), jobs are held instead of dropped as
+    max_pending() says, up to this many events in all (the oldest dropped beyond it; 0 = no
+    hold); once it is ready every held job is estimated in order, none skipped (catching up),
+    then max_pending() and skippable() apply again; images_wanted(): ask for the kind's pictures
     with the next job (called with the runner's lock held: must not take the caller's lock);
     logger: info/warning/error(text); warn_once(key, text): the caller's once-only warning;
     capacity_events: initial shared slot size (events); cpus: the CPUs of the estimator
@@ -74,7 +78,8 @@ class EstimatorRunner:
     ``estimator_cpus`` when unusable (:func:`~focus_ros.runtime.cpus.parse_cpu_list`) or given
     with ``in_process`` false).
 
-    A dead worker is restarted (counted in ``restarts``, its jobs in flight counted lost,
+    A dead worker is restarted (counted in ``restarts``; noticed by the next call to it, or
+    within ``WATCH_PERIOD_S`` (s) when no job flows, its jobs in flight counted lost,
     warm start reset); a job whose estimation raises is counted ``failed`` and warned once;
     the node carries on either way. Thread-safe: ``push``, ``configure``, ``reset``,
     ``clear_pending`` from any thread.
@@ -100,10 +105,14 @@ class EstimatorRunner:
     ``_reset_due``, ``_configuring``, ``_died``.
     """
 
+    #: how often (s) the runner's thread looks at an idle engine (a dead worker noticed within it)
+    WATCH_PERIOD_S = 0.5
+
     def __init__(self, kind: str, calibration: Calibration, settings, *, in_process: bool,
                  on_result: Callable[[Job, WorkerResult], None], logger, warn_once: Callable[[str, str], None],
                  unit: str = "window", max_pending: Callable[[], int] = lambda: 1,
-                 skippable: Callable[[], bool] = lambda: False, images_wanted: Callable[[], bool] = lambda: False,
+                 skippable: Callable[[], bool] = lambda: False, hold_events: Callable[[], int] = lambda: 0,
+                 images_wanted: Callable[[], bool] = lambda: False,
                  capacity_events: int = 60_000, name: str = "focus_ros_estimator", cpus: str = ""):
         self.kind = kind_named(kind)
         self.in_process = bool(in_process)
@@ -117,6 +126,7 @@ class EstimatorRunner:
         self.unit = unit
         self._on_result, self._logger, self._warn_once = on_result, logger, warn_once
         self._max_pending, self._skippable, self._images_wanted = max_pending, skippable, images_wanted
+        self._hold_events = hold_events
         self._capacity_events = int(capacity_events)
         self._lock = threading.Condition()
         self._preload = (calibration, settings)
@@ -128,6 +138,7 @@ class EstimatorRunner:
         self._configuring = False         # the thread is (re)configuring the engine: no job goes in
         self._died: WorkerDied | None = None  # noticed while submitting: the thread restarts the worker
         self._pending: deque = deque()    # jobs waiting for the engine
+        self._catching_up = True          # the engine has not been ready since it (re)started: hold, then catch up
         self._submitted: deque = deque()  # handed to the engine: (job, submit time), in order
         self.counts = dict(completed=0, estimated=0, dropped=0, lost=0, failed=0, restarts=0)
         self._period = dict(estimator_s=[], estimator_cpu_s=[], round_trip_s=[], latency_s=[])
@@ -161,7 +172,8 @@ class EstimatorRunner:
             self.counts["completed"] += 1
             self._pending.append(job)
             limit = max(int(self._max_pending()), 1)
-            while len(self._pending) > limit:
+            budget = int(self._hold_events()) if self._catching_up else 0
+            while len(self._pending) > limit and (budget <= 0 or self._held_events() > budget):
                 self._pending.popleft()
                 self.counts["dropped"] += 1
             # straight from the caller's thread, so that the estimator process starts on the job
@@ -172,6 +184,10 @@ class EstimatorRunner:
     @property
     def pending(self) -> int:
         return len(self._pending)
+
+    def _held_events(self) -> int:
+        """Events in the waiting jobs (lock held)."""
+        return sum(len(job.events) for job in self._pending)
 
     @property
     def pid(self) -> int:
@@ -248,7 +264,9 @@ class EstimatorRunner:
         engine = self._engine
         if not self._ready():
             return
-        skippable = bool(self._skippable())
+        if self._catching_up and not self._pending:
+            self._catching_up = False  # ready, and nothing held (any more): the caller's policy from now on
+        skippable = bool(self._skippable()) and not self._catching_up
         while self._pending and engine.can_submit() and engine.in_flight < 2:
             job = self._pending[0]
             if not engine.fits(len(job.events)):
@@ -288,10 +306,12 @@ class EstimatorRunner:
             with self._lock:
                 engine = self._engine
                 if engine is None or engine.in_flight == 0:
-                    self._lock.wait_for(self._has_work, timeout=0.5)
+                    self._lock.wait_for(self._has_work, timeout=self.WATCH_PERIOD_S)
                 if not self._running:
                     return
                 died, self._died = self._died, None
+                if died is None:
+                    died = self._watch()
             if died is not None:
                 self._restart(died)
                 continue
@@ -313,6 +333,16 @@ class EstimatorRunner:
                 continue
             if not self._hand_on(*collected):
                 return
+
+    def _watch(self) -> WorkerDied | None:
+        """The engine's death noticed between jobs (lock held): a worker killed while no job
+        flows would otherwise be found only by the next submit, and /diagnostics would show its
+        pid as running until then. No job goes in until the restart (``_configuring``)."""
+        engine = self._engine
+        died = engine.ended() if engine is not None else None
+        if died is not None:
+            self._configuring = True
+        return died
 
     def _start_engine_early(self) -> None:
         """Start the engine with the preload configuration (imports, compiled code) before the
@@ -443,6 +473,7 @@ class EstimatorRunner:
             self.counts["lost"] += lost
             self.counts["restarts"] += 1
             self._configuring = True  # no job goes in before the new worker is configured
+            self._catching_up = True  # jobs coming meanwhile are held, then estimated in order
         self._logger.error(f"{error}: restarting it ({lost} {self.unit}(s) in progress lost, warm start reset)")
         try:
             self._engine.restart()

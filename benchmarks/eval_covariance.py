@@ -1,0 +1,110 @@
+"""Is the angular velocity's covariance a promise kept? Shares of errors inside its ellipsoids.
+
+For each simulated rotation (the simulator's ``rotation`` and ``rotation_short`` presets,
+several seeds; DAVIS240C), every window (30,000 events, the node's default; ``--window-events``)
+is estimated in order with the node's settings (BFGS, extrapolated warm start, recovery and
+constant-velocity check), and its error e = omega_est - omega_gt (rad/s; ground truth: the
+simulator's gyro at the window's reference time, no delay) is compared with the reported
+covariance C (:mod:`focus_ros.estimators.covariance`): the window is inside the p ellipsoid
+when e' C^-1 e <= chi2_3(p). Printed: a Markdown table, per sequence, of the windows, the
+share inside the 68 % and the 95 % ellipsoids, the median error and the median reported
+standard deviation (sqrt(trace C / 3)), and the same pooled over all sequences; then the
+factor that would put exactly 95 % of the pooled windows inside (the calibration: the value
+of ``ANGULAR_VELOCITY_COVARIANCE_FACTOR`` scaled by the pooled 95 % quantile).
+
+    .venv/bin/python benchmarks/eval_covariance.py                 # the EVALUATION.md table
+    .venv/bin/python benchmarks/eval_covariance.py --sequences rotation_short:0:2 rotation:3:4
+
+Sequence syntax: preset:seed:duration_s. Promise (issue 22): the 95 % share between 0.80 and
+0.99 on every sequence; the script exits 1 when a sequence is outside.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import numpy as np
+from scipy.stats import chi2
+
+from focus_ros.estimators.angular_velocity import AngularVelocityEstimator, real_time_settings
+from focus_ros.estimators.covariance import ANGULAR_VELOCITY_COVARIANCE_FACTOR
+from focus_ros.evaluation.ground_truth import from_imu
+from focus_ros.sources.simulator import make_preset
+from focus_ros.windows import count_windows
+
+DEFAULT_SEQUENCES = ("rotation_short:0:2", "rotation_short:1:2", "rotation_short:2:2", "rotation:0:4",
+                     "rotation:1:4")
+LEVELS = (0.68, 0.95)
+PROMISE_95 = (0.80, 0.99)
+
+
+def mahalanobis_squared(errors: np.ndarray, covariances: np.ndarray) -> np.ndarray:
+    """e' C^-1 e per window: errors (N, 3), covariances (N, 3, 3)."""
+    return np.einsum("ni,ni->n", errors, np.linalg.solve(covariances, errors[..., None])[..., 0])
+
+
+def evaluate_sequence(preset: str, seed: int, duration_s: float, window_events: int) -> dict:
+    """Estimate every window of one simulated sequence: errors (N, 3) rad/s, covariances (N, 3, 3)
+    of the published (non-degenerate) windows, and the windows' count."""
+    recording = make_preset(preset, duration_s, seed).simulate()
+    truth_at = from_imu(recording.imu, 0).at
+    estimator = AngularVelocityEstimator(recording.calibration, real_time_settings())
+    errors, covariances, windows = [], [], 0
+    started = time.process_time()
+    for window in count_windows([recording.events], window_events):
+        windows += 1
+        estimate = estimator.estimate(window)
+        if estimate.degenerate:
+            continue
+        errors.append(estimate.angular_velocity - truth_at(np.array([estimate.t_ref_ns]))[0])
+        covariances.append(estimate.covariance)
+    return dict(name=f"{preset}, seed {seed}, {duration_s:g} s", windows=windows, errors=np.array(errors),
+                covariances=np.array(covariances), cpu_s=time.process_time() - started)
+
+
+def table_row(name: str, windows: int, errors: np.ndarray, covariances: np.ndarray) -> tuple[str, float]:
+    """A Markdown row and the share inside the 95 % ellipsoid."""
+    distances = mahalanobis_squared(errors, covariances)
+    shares = [float(np.mean(distances <= chi2.ppf(level, 3))) for level in LEVELS]
+    error_deg_s = np.rad2deg(np.linalg.norm(errors, axis=1))
+    sigma_deg_s = np.rad2deg(np.sqrt(np.trace(covariances, axis1=1, axis2=2) / 3))
+    return (f"| {name} | {windows} | {len(errors)} | {shares[0]:.2f} | {shares[1]:.2f} | "
+            f"{np.median(error_deg_s):.2f} | {np.median(sigma_deg_s):.2f} |", shares[1])
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sequences", nargs="+", default=list(DEFAULT_SEQUENCES),
+                        help="preset:seed:duration_s (default: %(default)s)")
+    parser.add_argument("--window-events", type=int, default=30000)
+    options = parser.parse_args(argv)
+    print(f"window {options.window_events} events, factor {ANGULAR_VELOCITY_COVARIANCE_FACTOR:g}; "
+          f"chi2_3 68 % = {chi2.ppf(0.68, 3):.3f}, 95 % = {chi2.ppf(0.95, 3):.3f}\n")
+    print("| sequence | windows | published | inside 68 % | inside 95 % | median error (deg/s) | "
+          "median reported σ (deg/s) |")
+    print("|---|---|---|---|---|---|---|")
+    results, kept = [], True
+    for text in options.sequences:
+        preset, seed, duration = text.split(":")
+        result = evaluate_sequence(preset, int(seed), float(duration), options.window_events)
+        results.append(result)
+        row, share_95 = table_row(result["name"], result["windows"], result["errors"], result["covariances"])
+        kept &= PROMISE_95[0] <= share_95 <= PROMISE_95[1]
+        print(row, flush=True)
+    errors = np.concatenate([r["errors"] for r in results])
+    covariances = np.concatenate([r["covariances"] for r in results])
+    row, _ = table_row("all", sum(r["windows"] for r in results), errors, covariances)
+    print(row)
+    quantile = np.quantile(mahalanobis_squared(errors, covariances), 0.95) / chi2.ppf(0.95, 3)
+    print(f"\nfactor putting 95 % of the pooled windows inside: {ANGULAR_VELOCITY_COVARIANCE_FACTOR * quantile:.3g} "
+          f"(now {ANGULAR_VELOCITY_COVARIANCE_FACTOR:g}); estimation CPU "
+          f"{sum(r['cpu_s'] for r in results):.1f} s")
+    if not kept:
+        print(f"a sequence's 95 % share is outside {PROMISE_95}", file=sys.stderr)
+    return 0 if kept else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
