@@ -53,8 +53,9 @@ $(INTERFACES_STAMP): $(DEPS_STAMP) $(INTERFACE_SOURCES)
 demo: setup
 	@$(VENV_PYTHON) -m focus_ros.ros.demos
 
+# -rs: every skipped test says why (the real-data tests skip without ../shared/data)
 test: setup
-	@$(VENV_PYTHON) -m pytest $(PYTEST_ARGS)
+	@$(VENV_PYTHON) -m pytest -rs $(PYTEST_ARGS)
 
 # CI's second half: a temporary colcon workspace with this checkout in src/focus_ros, built with
 # colcon build, tested with colcon test (a subset), the installed node run as `ros2 run` would;

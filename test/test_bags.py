@@ -4,10 +4,20 @@ topics give BagError naming the file."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
+import os
+import re
+import sqlite3
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from conftest import slice_folder
+from test_info_cli import focus_ros_cli
 from focus_ros import codecs
 from focus_ros.camera import Calibration
 from focus_ros.events import Events
@@ -221,3 +231,129 @@ def test_a_cut_ros1_bag_gives_back_the_events_recorded_before_the_cut(recording,
     # most of what was written before the cut comes back, exactly, as a prefix
     assert len(got) >= 0.5 * keep * len(recording.events)
     assert got.equals(recording.events[:len(got)])
+
+
+# ----------------------------------------------------------------------------------------
+# Bags whose types are stored as ROS 2 IDL (rosbag2's "ros2idl")
+
+IDL_DELIMITER = "=" * 80 + "\n"
+#: the dependencies rosbag2 follows in an .idl text (its IDL_FIELD_TYPE_REGEX)
+IDL_INCLUDE = re.compile(r'(?:^|\n)#include\s+(?:"|<)([a-zA-Z0-9_/]+)\.idl(?:"|>)')
+
+
+def msg_file(msgtype: str) -> Path:
+    """The .msg of a type: this repository's interfaces/, else the installed ROS share folders."""
+    package, _, name = msgtype.split("/")
+    prefixes = [Path(__file__).resolve().parents[1] / "interfaces"]
+    prefixes += [Path(p) / "share" for p in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p]
+    prefixes.append(Path(sys.prefix) / "share")
+    for prefix in prefixes:
+        if (prefix / package / "msg" / f"{name}.msg").is_file():
+            return prefix / package / "msg" / f"{name}.msg"
+    pytest.skip(f"no {package}/msg/{name}.msg installed (looked in {', '.join(map(str, prefixes))})")
+
+
+def rosidl_idl(msgtype: str, folder: Path) -> str:
+    """The .idl that rosidl_adapter generates from a type's .msg (msg.idl.em), as ROS installs it."""
+    from rosidl_adapter.msg import convert_msg_to_idl
+
+    source = msg_file(msgtype)
+    with contextlib.redirect_stdout(io.StringIO()):  # it says what it reads and writes
+        written = convert_msg_to_idl(source.parents[1], msgtype.split("/")[0], Path("msg") / source.name, folder)
+    return Path(written).read_text(encoding="iso-8859-1")
+
+
+def rosbag2_idl_definition(msgtype: str, folder: Path) -> str:
+    """A type's complete definition in rosbag2's ros2idl form (rosbag2_cpp
+    LocalMessageDefinitionSource::get_full_text when no .msg is found): the type's .idl, then
+    each .idl it includes, depth first, each after an 80 '=' line and 'IDL: package/msg/Name'."""
+    seen = set()
+
+    def append(name: str) -> str:
+        text = rosidl_idl(name, folder)
+        for dependency in sorted(set(IDL_INCLUDE.findall(text))):
+            if dependency not in seen:
+                seen.add(dependency)
+                text += "\n" + IDL_DELIMITER + f"IDL: {dependency}\n" + append(dependency)
+        return text
+
+    return IDL_DELIMITER + f"IDL: {msgtype}\n" + append(msgtype)
+
+
+def copy_with_idl_definitions(source: Path, target: Path, folder: Path, storage: str = "mcap") -> None:
+    """The same messages (same bytes, same log times) in a bag whose stored definitions are ros2idl
+    (MCAP schemas, or sqlite3's message_definitions table), with the type hashes (RIHS01) rosbag2 records."""
+    from contextlib import closing
+
+    from rosbags.rosbag2 import StoragePlugin, Writer
+
+    store = bags.typestore_with_event_types(2)
+    with closing(bags.open_bag(source)) as reader, \
+            Writer(target, version=9, storage_plugin=StoragePlugin[storage.upper()]) as writer:
+        connections = {c.id: writer.add_connection(c.topic, c.msgtype, msgdef=rosbag2_idl_definition(c.msgtype, folder),
+                                                   rihs01=store.hash_rihs01(c.msgtype))
+                       for c in reader.connections}
+        for connection, t_ns, raw in reader.messages():
+            writer.write(connections[connection.id], t_ns, raw)
+
+
+@pytest.fixture(scope="module")
+def idl_bags(recording, tmp_path_factory):
+    """(the recording written normally as libcaer_cmp EventPackets, the same with ros2idl schemas
+    in MCAP, the same with ros2idl definitions in sqlite3)."""
+    folder = tmp_path_factory.mktemp("idl")
+    normal, idl, idl_sqlite3 = folder / "normal", folder / "idl", folder / "idl_sqlite3"
+    bags.write_bag(normal, recording, version=2, storage="mcap", event_encoding="libcaer_cmp", events_per_message=7000)
+    copy_with_idl_definitions(normal, idl, folder)
+    copy_with_idl_definitions(normal, idl_sqlite3, folder, "sqlite3")
+    return normal, idl, idl_sqlite3
+
+
+def test_the_idl_bag_is_what_rosbag2_writes(idl_bags, tmp_path):
+    """The bag under test holds ros2idl schemas of rosidl_adapter's generated text, #include lines
+    and all (what rosbags could not parse), and the IDL is the one ROS installs."""
+    _, idl, idl_sqlite3 = idl_bags
+    (storage,) = idl.glob("*.mcap")
+    data = storage.read_bytes()
+    assert b"ros2idl" in data and b"ros2msg" not in data
+    assert b"// generated from rosidl_adapter/resource/msg.idl.em" in data
+    assert b'#include "std_msgs/msg/Header.idl"' in data and b"IDL: builtin_interfaces/msg/Time" in data
+    (database,) = idl_sqlite3.glob("*.db3")
+    with contextlib.closing(sqlite3.connect(database)) as connection:
+        assert {row[0] for row in connection.execute("SELECT encoding FROM message_definitions")} == {"ros2idl"}
+    installed = Path(sys.prefix) / "share" / "sensor_msgs" / "msg" / "CameraInfo.idl"
+    if installed.is_file():  # the generator's output, byte for byte
+        assert rosidl_idl("sensor_msgs/msg/CameraInfo", tmp_path) == installed.read_text(encoding="iso-8859-1")
+
+
+@pytest.mark.parametrize("storage", ["mcap", "sqlite3"])
+def test_a_bag_with_idl_definitions_reads_as_the_same_bag_written_normally(recording, idl_bags, storage):
+    normal, idl, idl_sqlite3 = idl_bags
+    back = bags.read_bag(idl if storage == "mcap" else idl_sqlite3)
+    assert back.events.equals(expected_events(recording, "EventPacket libcaer_cmp"))
+    assert back.events.equals(bags.read_bag(normal).events)
+    assert back.calibration == recording.calibration  # CameraInfo deserialized through the IDL-defined type
+    for field in ("t", "angular_velocity", "linear_acceleration"):
+        assert np.array_equal(getattr(back.imu, field), getattr(recording.imu, field)), field
+    assert np.array_equal(back.poses.orientation, recording.poses.orientation)
+
+
+def test_focus_ros_info_and_estimate_read_a_bag_with_idl_definitions(recording, idl_bags, tmp_path):
+    normal, idl, _ = idl_bags
+    reports = {}
+    for path in (normal, idl):
+        result = focus_ros_cli("info", path, "--json", "--quiet")
+        assert result.returncode == 0, result.stderr
+        reports[path] = json.loads(result.stdout)
+    (stream,) = reports[idl]["event_streams"]
+    assert stream["events"] == len(recording.events) and stream["encodings"] == ["libcaer_cmp"]
+    assert reports[idl]["event_streams"] == reports[normal]["event_streams"]
+    assert reports[idl]["camera_info"] == ["/dvs/camera_info"] and reports[idl]["camera_info_unusable"] == {}
+    outputs = {}
+    for path in (normal, idl):
+        output = tmp_path / f"{path.name}.csv"
+        result = focus_ros_cli("estimate", path, "-o", output, "--window-events", "7000", "--max-windows", "3",
+                               "--quiet")
+        assert result.returncode == 0, result.stderr
+        outputs[path] = output.read_text()
+    assert len(outputs[idl].splitlines()) == 4 and outputs[idl] == outputs[normal]

@@ -4,11 +4,14 @@ computed here from the events that were written (and the peer bags' known counts
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 
 import numpy as np
 import pytest
 
 from conftest import SHARED_DATA
+from ros_harness import executable
 from focus_ros.camera import Calibration
 from focus_ros.cli import main
 from focus_ros.events import Events
@@ -90,3 +93,75 @@ def test_info_on_an_event_camera_dataset_folder(tmp_path, capsys):
     assert (stream["max_x"], stream["max_y"]) == (int(events.x.max()), int(events.y.max()))
     assert report["format"] == "Event Camera Dataset folder" and report["imu"] == ["imu.txt"]
     assert report["camera_info"] == [] and report["poses"] == []
+
+
+# ----------------------------------------------------------------------------------------
+# Sequences a user can give by mistake, through the command line as a user runs it
+
+
+def focus_ros_cli(*arguments) -> subprocess.CompletedProcess:
+    """`focus-ros ARGUMENTS` as a user runs it: the installed entry point, a new process."""
+    environment = {key: value for key, value in os.environ.items() if key != "FOCUS_ROS_DEBUG"}
+    return subprocess.run([executable("focus-ros"), *map(str, arguments)], capture_output=True,
+                          text=True, env=environment, timeout=600)
+
+
+def test_info_on_a_bag_without_events_says_so_and_lists_what_it_holds(tmp_path):
+    """An IMU + camera_info bag (a recording whose driver was not publishing): the report, then one
+    error line naming what is missing and what the bag holds; exit status 1 (nothing to estimate from)."""
+    recording = synthetic_recording()
+    path = tmp_path / "imu_only"
+    bags.write_bag(path, Recording(events=recording.events[:0], calibration=recording.calibration, imu=recording.imu))
+    result = focus_ros_cli("info", path, "--quiet")
+    assert result.returncode == 1
+    assert "/dvs/imu" in result.stdout and "events:               none" in result.stdout
+    (error,) = result.stderr.strip().splitlines()
+    assert error.startswith("focus-ros info: error:") and "holds no event messages" in error
+    assert f"/dvs/imu (sensor_msgs/msg/Imu, {len(recording.imu)} messages)" in error
+    assert "/dvs/camera_info (sensor_msgs/msg/CameraInfo, 1 message)" in error
+    result = focus_ros_cli("info", path, "--quiet", "--json")
+    assert result.returncode == 1 and json.loads(result.stdout)["event_streams"] == []
+
+
+def test_info_on_a_bag_whose_event_topic_is_empty(tmp_path):
+    """The event topic recorded but no message on it (rosbag2 keeps a subscribed topic that got nothing)."""
+    from rosbags.rosbag2 import StoragePlugin, Writer
+
+    store = bags.typestore_with_event_types(2)
+    path = tmp_path / "silent_driver"
+    with Writer(path, version=9, storage_plugin=StoragePlugin.MCAP) as writer:
+        writer.add_connection("/event_camera/events", bags.EVENT_PACKET_TYPE, typestore=store)
+    result = focus_ros_cli("info", path, "--quiet")
+    assert result.returncode == 1
+    (error,) = result.stderr.strip().splitlines()
+    assert "holds no event messages" in error and "/event_camera/events has none" in error
+
+
+def test_info_says_why_a_calib_txt_is_unusable(tmp_path):
+    from focus_ros.sources.ecd import write_ecd_folder
+
+    recording = synthetic_recording()
+    folder = tmp_path / "seq"
+    write_ecd_folder(folder, Recording(events=recording.events[:1000], calibration=Calibration.davis240c()))
+    result = focus_ros_cli("info", folder, "--quiet")
+    assert result.returncode == 0 and "camera_info:          calib.txt\n" in result.stdout  # usable: no remark
+    (folder / "calib.txt").write_text("199.1 198.8 132.2\n")  # cx, cy, distortion lost
+    result = focus_ros_cli("info", folder, "--quiet")
+    assert result.returncode == 0, result.stderr  # the events are fine; --calib can replace the calibration
+    line = next(line for line in result.stdout.splitlines() if line.startswith("camera_info:"))
+    assert "calib.txt (unusable:" in line and "expected 4, 8 or 9 numbers" in line and "found 3" in line
+    (folder / "calib.txt").write_text("fx fy cx cy\n")
+    report = json.loads(focus_ros_cli("info", folder, "--quiet", "--json").stdout)
+    assert report["camera_info"] == ["calib.txt"]
+    assert "calibration must be numbers" in report["camera_info_unusable"]["calib.txt"]
+
+
+def test_info_says_why_a_bags_camera_info_is_unusable(tmp_path):
+    recording = synthetic_recording()
+    path = tmp_path / "uncalibrated"  # a driver publishing the all-zero K of an uncalibrated camera
+    bags.write_bag(path, Recording(events=recording.events[:20_000],
+                                   calibration=Calibration(346, 260, 0.0, 0.0, 173.0, 130.0)))
+    result = focus_ros_cli("info", path, "--quiet")
+    assert result.returncode == 0, result.stderr
+    line = next(line for line in result.stdout.splitlines() if line.startswith("camera_info:"))
+    assert "/dvs/camera_info (unusable:" in line and "focal length" in line and "fx 0.0" in line

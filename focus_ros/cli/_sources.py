@@ -9,7 +9,7 @@ from focus_ros.cli import UserError
 
 
 def add_source_arguments(parser: argparse.ArgumentParser) -> None:
-    """The sequence: a path, or --simulate PRESET with --duration / --sim-end / --seed."""
+    """The sequence: a path, or --simulate PRESET with --sensor / --duration / --sim-end / --seed."""
     parser.add_argument("sequence", nargs="?", help="ECD folder (events.txt, calib.txt, imu.txt, "
                                                     "groundtruth.txt) or a bag; omit with --simulate")
     parser.add_argument("--calib", help="calibration override: calib.txt or camera YAML")
@@ -19,6 +19,22 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sim-end", type=float, metavar="S",
                         help="simulate only the first S seconds of the trajectory")
     parser.add_argument("--seed", type=int, default=0, help="simulation seed (default 0)")
+    parser.add_argument("--sensor", metavar="NAME", help="the camera --simulate simulates: " + ", ".join(
+        _sensor_names()) + " (size, typical intrinsics and distortion; default davis240c)")
+
+
+def _sensor_names() -> list[str]:
+    from focus_ros.camera import SENSORS
+    return list(SENSORS)
+
+
+def check_sensor(name: str | None, option: str = "--sensor") -> str:
+    """The sensor name of a --sensor option (default davis240c); UserError naming the choices."""
+    if name is None:
+        return "davis240c"
+    if name not in _sensor_names():
+        raise UserError(f"unknown {option} '{name}': choose one of {', '.join(_sensor_names())}")
+    return name
 
 
 def load_source(args):
@@ -27,6 +43,10 @@ def load_source(args):
 
     if args.simulate and args.sequence:
         raise UserError("give either a sequence path or --simulate, not both")
+    if args.sensor is not None and not args.simulate:
+        check_sensor(args.sensor)
+        raise UserError("--sensor chooses the camera of --simulate; a sequence's own calibration gives its camera "
+                        "(override it with --calib)")
     if args.simulate:
         from focus_ros.sources.simulator import PRESETS
         if args.simulate not in PRESETS:
@@ -34,14 +54,20 @@ def load_source(args):
         for flag, value in (("--duration", args.duration), ("--sim-end", args.sim_end)):
             if value is not None and not value > 0:
                 raise UserError(f"{flag} must be positive (s), got {value}")
-        recording = simulate_sequence(args.simulate, args.duration, args.seed, args.sim_end)
-        description = (f"simulator preset {args.simulate}, seed {args.seed}"
+        sensor = check_sensor(args.sensor)
+        recording = simulate_sequence(args.simulate, args.duration, args.seed, args.sim_end, camera=sensor)
+        description = (f"simulator preset {args.simulate}, {sensor}, seed {args.seed}"
                        + (f", duration {args.duration:g} s" if args.duration else "")
                        + (f", first {args.sim_end:g} s" if args.sim_end else ""))
         return recording, True, description
     if not args.sequence:
         raise UserError("give a sequence path or --simulate PRESET")
-    return load_sequence(args.sequence, args.calib), False, str(args.sequence)
+    recording = load_sequence(args.sequence, args.calib)
+    simulation = recording.simulation
+    if simulation is None:
+        return recording, False, str(args.sequence)
+    return recording, True, (f"{args.sequence} (simulated: preset {simulation.get('preset', '?')}, "
+                             f"{simulation.get('camera', '?')}, seed {simulation.get('seed', '?')})")
 
 
 def loss_names(text: str) -> list[str]:
@@ -61,8 +87,11 @@ def loss_names(text: str) -> list[str]:
 
 def angular_velocity_ground_truth(args, recording, simulated: bool):
     """Ground-truth angular velocity per --ground-truth (auto: the IMU, else mocap, else none) and
-    --imu-delay (ms; default 2.4 for recorded data, 0 for the simulator), or None."""
-    from focus_ros.evaluation.ground_truth import DEFAULT_IMU_DELAY_NS, from_imu, from_poses
+    --imu-delay (ms; default 2.4 for recorded data; a simulated sequence's IMU is exact: no delay,
+    and a line on stderr says so), or None."""
+    import sys
+
+    from focus_ros.evaluation.ground_truth import DEFAULT_IMU_DELAY_NS, from_imu, from_poses, from_simulated_imu
 
     choice = args.ground_truth
     if choice == "auto":
@@ -73,9 +102,14 @@ def angular_velocity_ground_truth(args, recording, simulated: bool):
     if choice == "imu":
         if recording.imu is None or len(recording.imu) < 2:
             raise UserError("--ground-truth imu: the sequence has no IMU samples")
-        delay_ns = (0 if simulated else DEFAULT_IMU_DELAY_NS) if args.imu_delay is None \
-            else int(round(args.imu_delay * 1e6))
-        return from_imu(recording.imu, delay_ns)
+        if args.imu_delay is not None:
+            return from_imu(recording.imu, int(round(args.imu_delay * 1e6)))
+        if not simulated:
+            return from_imu(recording.imu, DEFAULT_IMU_DELAY_NS)
+        ground_truth = from_simulated_imu(recording.imu)
+        print(f"ground truth: {ground_truth.source}, since the sequence is simulated (--imu-delay MS overrides)",
+              file=sys.stderr)
+        return ground_truth
     if recording.poses is None or len(recording.poses) < 3:
         raise UserError("--ground-truth mocap: the sequence has no camera poses")
     return from_poses(recording.poses)

@@ -4,7 +4,9 @@ Like ``ros2 bag info``, but the event messages are decoded (at the decoders' spe
 Event Camera Dataset folder or a ROS 1 / ROS 2 bag, per event stream its message type and
 encodings, sensor size, number of events (ON / OFF), first and last event time (ROS time),
 mean and peak event rate (per 10 ms), messages per second, external triggers; and whether
-camera_info, IMU and poses are there.
+camera_info, IMU and poses are there (a calibration that is there but unusable is said so,
+with the reason). A sequence without events is reported, then refused (exit status 1): no
+command can estimate from it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 import sys
 from datetime import datetime, timezone
 
+from focus_ros.cli import UserError
 from focus_ros.events import NANOSECONDS_PER_SECOND
 
 #: times above this (ns) are shown as UTC dates too (after 2001)
@@ -48,8 +51,10 @@ def _stream_record(stream) -> dict:
     }
 
 
-def render(summary) -> str:
-    """The summary as aligned text lines."""
+def render(summary, unusable: dict | None = None) -> str:
+    """The summary as aligned text lines; unusable: calibration name -> why it cannot be used
+    (see :func:`unusable_calibrations`)."""
+    unusable = unusable or {}
     lines = [f"{'sequence:':<22}{summary.path}", f"{'format:':<22}{summary.kind}"]
     if summary.topics:
         lines.append("topics:")
@@ -77,9 +82,49 @@ def render(summary) -> str:
         if stream.messages:
             rows.append(("messages", f"{stream.messages:,} ({stream.message_rate:.1f} per second)"))
         lines += [f"  {name + ':':<20}{value}" for name, value in rows]
-    for name, found in (("camera_info", summary.camera_info), ("IMU", summary.imu), ("poses", summary.poses)):
+    if not summary.streams:
+        lines.append(f"{'events:':<22}none")
+    camera_info = [f"{name} (unusable: {unusable[name]})" if name in unusable else name for name in summary.camera_info]
+    for name, found in (("camera_info", camera_info), ("IMU", summary.imu), ("poses", summary.poses)):
         lines.append(f"{name + ':':<22}{', '.join(found) if found else 'none'}")
     return "\n".join(lines)
+
+
+def unusable_calibrations(summary) -> dict[str, str]:
+    """name -> why, for each calibration the sequence holds that cannot be used as it stands:
+    an ECD calib.txt read as ``focus-ros estimate`` reads it, or a bag's camera_info topic
+    (its first message)."""
+    from focus_ros.sources import bags
+    from focus_ros.sources.sequence import ECD, sequence_calibration, sequence_format
+
+    unusable = {}
+    ecd = sequence_format(summary.path) == ECD
+    for name in summary.camera_info:
+        try:
+            if ecd:
+                sequence_calibration(summary.path)
+            elif bags.read_bag_calibration(summary.path, name) is None:
+                unusable[name] = "no message"
+        except (FileNotFoundError, ValueError) as error:
+            unusable[name] = str(error)
+    return unusable
+
+
+def missing_events(summary) -> str | None:
+    """Why the sequence holds no event at all (None when it holds some)."""
+    from focus_ros.sources import bags
+    from focus_ros.sources._bag_types import topics_listing
+
+    if any(stream.events for stream in summary.streams):
+        return None
+    if not summary.streams:
+        return (f"{summary.path}: the bag holds no event messages (no topic of type "
+                f"{' or '.join(bags.EVENT_TYPES)}); it holds {topics_listing(summary.topics)}")
+    messages = sum(stream.messages for stream in summary.streams)
+    sources = ", ".join(stream.source for stream in summary.streams)
+    if messages == 0 and summary.streams[0].message_type:
+        return f"{summary.path}: the bag holds no event messages (its event topic {sources} has none)"
+    return f"{summary.path}: {sources} holds no events" + (f" ({messages} empty messages)" if messages else "")
 
 
 def run(args) -> int:
@@ -90,13 +135,19 @@ def run(args) -> int:
     with tqdm(unit="ev", unit_scale=True, desc="info", file=sys.stderr,
               disable=True if args.quiet else None, leave=False) as progress:
         summary = summarize_sequence(args.sequence, progress)
+    unusable = unusable_calibrations(summary)
     if args.json:
         print(json.dumps({
             "sequence": str(summary.path), "format": summary.kind,
             "topics": {t: {"type": m, "messages": c} for t, (m, c) in summary.topics.items()},
             "event_streams": [_stream_record(s) for s in summary.streams],
-            "camera_info": summary.camera_info, "imu": summary.imu, "poses": summary.poses,
+            "camera_info": summary.camera_info, "camera_info_unusable": unusable,
+            "imu": summary.imu, "poses": summary.poses,
         }, indent=2))
     else:
-        print(render(summary))
+        print(render(summary, unusable))
+    reason = missing_events(summary)
+    if reason:
+        sys.stdout.flush()  # the report first, then the one-line error
+        raise UserError(reason)
     return 0

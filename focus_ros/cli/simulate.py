@@ -1,13 +1,19 @@
 """Simulate an event camera with ground truth (ω, poses, depth) and write it as ECD text or a bag.
 
-Presets: ``rotation`` (DAVIS240C in a textured room, ω ramping up to ±700 deg/s,
-10 s), ``rotation_short`` (2 s, ±300 deg/s), ``six_dof`` (moving in front of a wall
-with panels) and ``slider`` (sliding right at 0.25 m/s for 3 s in front of panels at
-0.55-2.3 m, like slider_depth). The output holds the events, the IMU (ground-truth
-angular velocity in the camera frame, rad/s, at 1 kHz), the camera poses, the
-calibration and, for six_dof and slider, depth maps at 50 Hz (metres along the optical
-axis): ``depthmaps.txt`` + ``depthmaps/*.npy`` in an ECD folder, 32FC1 images on
-``/dvs/depthmap`` in a bag (see focus_ros.sources.depth_maps).
+Presets: ``rotation`` (a textured room, ω ramping up to ±700 deg/s, 10 s),
+``rotation_short`` (2 s, ±300 deg/s), ``six_dof`` (moving in front of a wall with panels)
+and ``slider`` (sliding right at 0.25 m/s for 3 s in front of panels at 0.55-2.3 m, like
+slider_depth), each seen through any camera of --sensor (davis240c, davis346, dvxplorer,
+imx636: its size, typical intrinsics and distortion; the motion and ground truth are the
+same for all). The output holds the events, the IMU (ground-truth angular velocity in the
+camera frame, rad/s, at 1 kHz), the camera poses, the calibration, the simulator's record
+(``simulation.yaml`` in a folder, std_msgs/String on ``/focus_ros/simulation`` in a bag: the
+evaluations then compare with the exact ω) and, for six_dof and slider, depth maps at
+50 Hz (metres along the optical axis): ``depthmaps.txt`` + ``depthmaps/*.npy`` in an ECD
+folder, 32FC1 images on ``/dvs/depthmap`` in a bag (see focus_ros.sources.depth_maps). A
+bag's events are in the sensor's driver encoding (event_camera_msgs/EventPacket: evt3 for
+imx636, libcaer_cmp for davis346 and dvxplorer, 1 us resolution) or, for davis240c, in the
+Event Camera Dataset's dvs_msgs/EventArray; --event-encoding chooses another.
 """
 
 from __future__ import annotations
@@ -29,7 +35,19 @@ WRITERS = {
 }
 
 
+#: --event-encoding values: dvs_msgs/EventArray or an event_camera_msgs/EventPacket encoding
+EVENT_ENCODINGS = ("dvs_msgs", "evt3", "libcaer_cmp", "libcaer", "mono")
+
+
+def default_event_encoding(sensor: str) -> str:
+    """The event message a bag of ``sensor`` (a focus_ros.camera.SENSORS name) gets by default: its
+    driver's encoding, except the DAVIS240C's, which is the Event Camera Dataset's dvs_msgs."""
+    from focus_ros.camera import sensor_model
+    return "dvs_msgs" if sensor == "davis240c" else sensor_model(sensor).encoding
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from focus_ros.camera import SENSORS
     from focus_ros.sources.simulator import PRESETS, SensorConfig
     defaults = SensorConfig()
     parser.add_argument("--output", "-o", required=True, type=Path,
@@ -38,6 +56,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--preset", choices=sorted(PRESETS), default="rotation_short",
                         help="(default rotation_short) "
                         + "; ".join(f"{p.name}: {p.description}" for p in PRESETS.values()))
+    parser.add_argument("--sensor", default="davis240c", metavar="NAME",
+                        help="the camera: " + "; ".join(f"{name}: {model.description}"
+                                                        for name, model in SENSORS.items()) + " (default davis240c)")
+    parser.add_argument("--event-encoding", choices=EVENT_ENCODINGS, default=None,
+                        help="event messages of a bag (default: the sensor's driver encoding, evt3 for imx636, "
+                        "libcaer_cmp for davis346/dvxplorer; dvs_msgs for davis240c as in the Event Camera Dataset)")
     parser.add_argument("--duration", type=float, default=None, metavar="S",
                         help="simulated seconds (default: the preset's, 10 s for rotation)")
     parser.add_argument("--seed", type=int, default=0, help="random seed: scene, motion, sensor, noise")
@@ -69,6 +93,10 @@ def load_writer(output_format: str):
 
 def check_options(args: argparse.Namespace) -> None:
     """Raise UserError naming the first out-of-range option."""
+    from focus_ros.cli._sources import check_sensor
+    check_sensor(args.sensor)
+    if args.event_encoding is not None and args.format == "ecd":
+        raise UserError(f"--event-encoding {args.event_encoding} applies to bags: give --format rosbag1 or rosbag2")
     checks = [("--duration", args.duration is None or args.duration > 0, "> 0 s", args.duration),
               ("--contrast-threshold", args.contrast_threshold > 0, "> 0", args.contrast_threshold),
               ("--threshold-mismatch", args.threshold_mismatch >= 0, ">= 0", args.threshold_mismatch),
@@ -90,7 +118,10 @@ def run(args: argparse.Namespace) -> int:
                           max_pixel_motion_px=args.max_pixel_motion)
     sensor.validate()
     writer, writer_options = load_writer(args.format)  # fail before simulating, not after
-    simulator = make_preset(args.preset, args.duration, args.seed, sensor)
+    encoding = args.event_encoding or default_event_encoding(args.sensor)
+    if args.format != "ecd":
+        writer_options = dict(writer_options, event_encoding=None if encoding == "dvs_msgs" else encoding)
+    simulator = make_preset(args.preset, args.duration, args.seed, sensor, camera=args.sensor)
     duration_s = simulator.trajectory.duration_s
     started = time.perf_counter()
     with tqdm(total=round(duration_s, 3), unit="s sim", disable=args.no_progress,
@@ -103,8 +134,10 @@ def run(args: argparse.Namespace) -> int:
     window = 10_000_000  # ns
     peak_rate = (np.bincount((events.t - events.t[0]) // window).max() / (window * 1e-9)
                  if len(events) else 0.0)
-    print(f"{args.preset}: {len(events):,} events in {duration_s:g} s "
+    written = args.format if args.format == "ecd" else f"{args.format} ({encoding} events)"
+    print(f"{args.preset}, {args.sensor} ({simulator.calibration.width}x{simulator.calibration.height}): "
+          f"{len(events):,} events in {duration_s:g} s "
           f"(mean {len(events) / duration_s / 1e6:.2f} Mev/s, peak {peak_rate / 1e6:.2f} Mev/s over 10 ms), "
           f"peak |ω| per axis {peak_deg_s:.0f} deg/s; simulated in {simulated_in_s:.1f} s wall "
-          f"({duration_s / simulated_in_s:.2f} simulated s per s); wrote {args.format} to {args.output}")
+          f"({duration_s / simulated_in_s:.2f} simulated s per s); wrote {written} to {args.output}")
     return 0

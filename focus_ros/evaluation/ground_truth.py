@@ -3,7 +3,8 @@
 Two sources, as in published evaluations of the Event Camera Dataset:
 
 - the IMU gyro, delayed by a fixed time (default 2.4 ms): the sample stamped ``t_imu``
-  describes the motion at ``t_imu + delay``;
+  describes the motion at ``t_imu + delay``; a simulated sequence's IMU is the exact ω at
+  its stamps (:func:`from_simulated_imu`, no delay);
 - the motion-capture orientations: ω between consecutive orientations R_i, R_{i+1}
   (camera-in-world) is ``log(R_i^T R_{i+1}) / (t_{i+1} - t_i)`` in the camera (body)
   frame, assigned to the midpoint time.
@@ -92,6 +93,13 @@ def from_imu(imu: ImuSamples, delay_ns: int = DEFAULT_IMU_DELAY_NS) -> GroundTru
     return GroundTruth(np.asarray(imu.t, dtype=np.int64) + np.int64(delay_ns),
                        np.asarray(imu.angular_velocity, dtype=np.float64),
                        source=f"IMU gyro delayed by {delay_ns / 1e6:g} ms")
+
+
+def from_simulated_imu(imu: ImuSamples) -> GroundTruth:
+    """Ground truth from a simulated sequence's IMU: the simulator's exact ω (rad/s, camera frame) at
+    each stamp, so no delay (the recorded-camera default of 2.4 ms would shift it by that much)."""
+    return GroundTruth(from_imu(imu, 0).t, np.asarray(imu.angular_velocity, dtype=np.float64),
+                       source="the simulator's exact ω (its IMU samples, no gyro delay)")
 
 
 def from_poses(poses: Poses) -> GroundTruth:

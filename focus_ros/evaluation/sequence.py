@@ -14,10 +14,12 @@ def load_sequence(path, calibration_path=None) -> Recording:
     return load_recording(path, calibration_path)
 
 
-def simulate_sequence(preset: str, duration_s: float | None, seed: int, end_s: float | None = None) -> Recording:
-    """A seeded simulator recording of a preset (see focus_ros.sources.simulator.PRESETS);
-    end_s < duration_s simulates only the beginning of the preset's trajectory."""
+def simulate_sequence(preset: str, duration_s: float | None, seed: int, end_s: float | None = None,
+                      camera: str = "davis240c") -> Recording:
+    """A seeded simulator recording of a preset (see focus_ros.sources.simulator.PRESETS) seen
+    through ``camera`` (a focus_ros.camera.SENSORS name); end_s < duration_s simulates only the
+    beginning of the preset's trajectory."""
     from focus_ros.sources.simulator import make_preset
 
-    simulator = make_preset(preset, duration_s, seed)
+    simulator = make_preset(preset, duration_s, seed, camera=camera)
     return simulator.simulate(end_s=end_s)

@@ -48,9 +48,10 @@ from focus_ros.camera import Calibration
 from focus_ros.codecs.message_types import (
     EVENT_ARRAY, EVENT_PACKET, LEGACY_EVENT_ARRAY, ROS2_EVENT_MESSAGE_TYPES, republished_ros2_type, ros2_message_type)
 from focus_ros.events import NANOSECONDS_PER_SECOND, Events
+from focus_ros.sources._bag_types import Ros2BagReader, topic_counts, topics_listing
 from focus_ros.sources.depth_maps import DepthGroundTruth
 from focus_ros.sources.errors import BagError
-from focus_ros.sources.recording import ImuSamples, Poses, Recording
+from focus_ros.sources.recording import ImuSamples, Poses, Recording, simulation_from_text, simulation_to_text
 
 EVENT_ARRAY_TYPE = ros2_message_type(EVENT_ARRAY)
 EVENT_PACKET_TYPE = ros2_message_type(EVENT_PACKET)
@@ -59,6 +60,7 @@ IMU_TYPE = "sensor_msgs/msg/Imu"
 CAMERA_INFO_TYPE = "sensor_msgs/msg/CameraInfo"
 POSE_TYPE = "geometry_msgs/msg/PoseStamped"
 IMAGE_TYPE = "sensor_msgs/msg/Image"
+STRING_TYPE = "std_msgs/msg/String"
 #: depth ground truth (the simulator's): 32FC1 images on this topic
 DEPTH_TOPIC = "/dvs/depthmap"
 #: the event message types (ROS 2 full names), from the table of focus_ros.codecs.message_types
@@ -74,6 +76,8 @@ class BagTopics:
     camera_info: str = "/dvs/camera_info"
     poses: str = "/optitrack/davis"
     depth: str = DEPTH_TOPIC
+    #: the simulator's record (std_msgs/String, YAML; see recording.simulation_to_text): the bag is simulated
+    simulation: str = "/focus_ros/simulation"
 
 
 DEFAULT_TOPICS = BagTopics()
@@ -176,7 +180,8 @@ def open_bag(path) -> AnyReader:
     """Open a ROS 1 or ROS 2 bag for reading (a rosbags AnyReader, already open: close it,
     e.g. ``with contextlib.closing(open_bag(path)) as reader``). Raises BagError for a
     missing, corrupt or truncated bag. A ROS 2 bag whose metadata names no storage
-    identifier is opened with the one its files show (see :func:`ros2_storage_identifier`)."""
+    identifier is opened with the one its files show (see :func:`ros2_storage_identifier`);
+    one whose types are stored as ROS 2 IDL (rosbag2's ``ros2idl``) opens too."""
     path = Path(path)
     version = bag_version(path)
     open_path, temporary = path, None
@@ -186,6 +191,8 @@ def open_bag(path) -> AnyReader:
             temporary = _with_storage_identifier(path, storage)
             open_path = Path(temporary.name)
     reader = AnyReader([open_path], default_typestore=typestore_with_event_types(2))
+    if version == 2:  # definitions stored as ROS 2 IDL made readable (see focus_ros.sources._bag_types)
+        reader.readers = [Ros2BagReader(open_path)]
     try:
         reader.open()
     except Exception as error:  # rosbags raises several types for damaged files
@@ -223,6 +230,9 @@ def _connections(reader: AnyReader, path: Path, topic: str, expected_types=None)
 def find_event_topic(reader: AnyReader, path) -> str:
     """The one topic with an event message type; BagError when there is none or several."""
     topics = sorted({c.topic for c in reader.connections if c.msgtype in EVENT_TYPES})
+    if not topics:
+        raise BagError(f"{path}: the bag holds no event messages (no topic of type {' or '.join(EVENT_TYPES)}); "
+                       f"it holds {topics_listing(topic_counts(reader.connections))}")
     if len(topics) != 1:
         raise BagError(f"{path}: expected one event topic ({' or '.join(EVENT_TYPES)}), found "
                        f"{len(topics)}{': ' + ', '.join(topics) if topics else ''}; give the topic")
@@ -488,12 +498,21 @@ def read_bag(path, topics: BagTopics = DEFAULT_TOPICS, event_topic: str | None =
         calibration = (_read_calibration(reader, path, topics.camera_info)
                        if topics.camera_info in available else None)
         depth = _read_depth(reader, path, topics.depth) if topics.depth in available else None
+        simulation = (_read_simulation(reader, path, topics.simulation)
+                      if available.get(topics.simulation) == STRING_TYPE else None)
         if event_topic is None and available.get(topics.events) in EVENT_TYPES:
             event_topic = topics.events
     events = Events.concatenate([events for events, _ in iter_bag_events(path, event_topic)])
     return Recording(events=events, calibration=calibration, imu=imu, poses=poses,
                      depth_times=depth.t if depth is not None else None,
-                     depth_maps=depth.depth_m if depth is not None else None)
+                     depth_maps=depth.depth_m if depth is not None else None, simulation=simulation)
+
+
+def _read_simulation(reader, path, topic) -> dict | None:
+    """The simulator's record from its topic's first message (see write_bag), or None."""
+    for message in _deserialized(reader, path, topic, STRING_TYPE):
+        return simulation_from_text(message.data, f"{path}: {topic}")
+    return None
 
 
 # ----------------------------------------------------------------------------------------
@@ -555,6 +574,10 @@ def _event_messages(events: Events, calibration: Calibration | None, events_per_
     width = calibration.width if calibration else int(events.x.max()) + 1 if len(events) else 240
     height = calibration.height if calibration else int(events.y.max()) + 1 if len(events) else 180
     sensor_origin = (int(events.t[0]) // 1000) * 1000 if len(events) else 0
+    if sensor_origin <= codecs.HOST_CLOCK_TOLERANCE_NS:
+        # readers take a camera clock this close to its header stamps for ROS time (focus_ros.codecs
+        # EventMessageDecoder): let it read ROS time then, or every event would move by the origin
+        sensor_origin = 0
     for index, start in enumerate(range(0, len(events), events_per_message)):
         chunk = events[start:start + events_per_message]
         if encoding is None:
@@ -631,10 +654,14 @@ def write_bag(path, recording: Recording, version: int = 2, storage: str = "mcap
     if recording.depth_maps is not None:
         for t_ns, depth in zip(recording.depth_times.tolist(), recording.depth_maps):
             add(t_ns, topics.depth, depth_image_message(store, t_ns, depth, frame_id, version), IMAGE_TYPE)
+    if recording.simulation is not None:
+        t0 = int(events.t[0]) if len(events) else 0
+        add(t0, topics.simulation, store.types[STRING_TYPE](data=simulation_to_text(recording.simulation)),
+            STRING_TYPE)
     records.sort(key=lambda record: record[0])
 
     types = {topics.events: event_type, topics.camera_info: CAMERA_INFO_TYPE,
-             topics.imu: IMU_TYPE, topics.poses: POSE_TYPE, topics.depth: IMAGE_TYPE}
+             topics.imu: IMU_TYPE, topics.poses: POSE_TYPE, topics.depth: IMAGE_TYPE, topics.simulation: STRING_TYPE}
     used = {topic for _, topic, _ in records}
     if version == 1:
         writer = Ros1Writer(path)

@@ -29,7 +29,7 @@ from focus_ros.camera import Calibration
 from focus_ros.events import NANOSECONDS_PER_SECOND, Events
 from focus_ros.sources.depth_maps import DepthGroundTruth
 from focus_ros.sources.errors import EventFileError
-from focus_ros.sources.recording import ImuSamples, Poses, Recording
+from focus_ros.sources.recording import ImuSamples, Poses, Recording, simulation_from_text, simulation_to_text
 
 EVENTS_FILE = "events.txt"
 IMU_FILE = "imu.txt"
@@ -38,6 +38,9 @@ CALIBRATION_FILE = "calib.txt"
 #: depth ground truth beside the events (the simulator's; not part of the dataset's format)
 DEPTH_LIST_FILE = "depthmaps.txt"
 DEPTH_FOLDER = "depthmaps"
+#: the simulator's record beside its events (YAML, see focus_ros.sources.recording.simulation_to_text;
+#: not part of the dataset's format): the sequence is simulated, of this sensor size
+SIMULATION_FILE = "simulation.yaml"
 
 #: bytes read per block when streaming events.txt (about 40 bytes per line at most)
 _BLOCK_BYTES = 8 << 20
@@ -439,14 +442,33 @@ def read_depth_folder(folder) -> DepthGroundTruth:
 # folders
 
 
-def read_ecd_folder(folder, width: int = 240, height: int = 180) -> Recording:
+def read_simulation(folder) -> dict | None:
+    """The simulator's record of a folder it wrote (``simulation.yaml``), or None for recorded data."""
+    path = Path(folder) / SIMULATION_FILE
+    return simulation_from_text(path.read_text(), str(path)) if path.is_file() else None
+
+
+def recorded_sensor_size(folder) -> tuple[int, int] | None:
+    """(width, height) px a folder records (its ``simulation.yaml``), or None: calib.txt stores none."""
+    simulation = read_simulation(folder)
+    if simulation is None or "width" not in simulation or "height" not in simulation:
+        return None
+    return int(simulation["width"]), int(simulation["height"])
+
+
+def read_ecd_folder(folder, width: int | None = None, height: int | None = None) -> Recording:
     """Load a whole sequence folder into memory (for small data; stream large ones with
     :func:`iter_event_chunks`). ``imu.txt``, ``groundtruth.txt`` and ``calib.txt`` are
-    optional; the calibration file has no sensor size, so give it (default DAVIS240C).
+    optional; the calibration file has no sensor size: ``width`` x ``height`` px when given,
+    else the size the folder records (:func:`recorded_sensor_size`), else 240x180 (DAVIS240C).
     """
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"sequence folder not found: {folder}")
+    simulation = read_simulation(folder)
+    recorded_width, recorded_height = recorded_sensor_size(folder) or (240, 180)
+    width = recorded_width if width is None else width
+    height = recorded_height if height is None else height
     calibration = None
     if (folder / CALIBRATION_FILE).is_file():
         calibration = Calibration.from_ecd_calib(folder / CALIBRATION_FILE, width, height)
@@ -456,14 +478,14 @@ def read_ecd_folder(folder, width: int = 240, height: int = 180) -> Recording:
     depth = read_depth_folder(folder) if (folder / DEPTH_LIST_FILE).is_file() else None
     return Recording(events=read_events(folder / EVENTS_FILE), calibration=calibration,
                      imu=imu, poses=poses, depth_times=depth.t if depth is not None else None,
-                     depth_maps=depth.depth_m if depth is not None else None)
+                     depth_maps=depth.depth_m if depth is not None else None, simulation=simulation)
 
 
 def write_ecd_folder(folder, recording: Recording) -> None:
     """Write a Recording as a sequence folder: ``events.txt``, and ``calib.txt``,
     ``imu.txt``, ``groundtruth.txt`` for the parts the recording has (no ``images.txt``), and
     depth maps as ``depthmaps.txt`` + ``depthmaps/*.npy`` (:func:`write_depth_folder`, not part
-    of the dataset's format)."""
+    of the dataset's format), and a simulated recording's record as ``simulation.yaml``."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     write_events(folder / EVENTS_FILE, recording.events)
@@ -475,3 +497,5 @@ def write_ecd_folder(folder, recording: Recording) -> None:
         write_groundtruth(folder / GROUNDTRUTH_FILE, recording.poses)
     if recording.depth_maps is not None:
         write_depth_folder(folder, recording.depth_times, recording.depth_maps)
+    if recording.simulation is not None:
+        (folder / SIMULATION_FILE).write_text(simulation_to_text(recording.simulation))

@@ -1,8 +1,11 @@
 """A recording in memory: events plus whatever ground truth and calibration came with it.
 
 This is what readers return and writers take, whether the events come from the
-Event Camera Dataset, a bag or the simulator, so that downstream code cannot tell a
-simulated sequence from a recorded one. All times are int64 nanoseconds.
+Event Camera Dataset, a bag or the simulator, so that downstream code treats a simulated
+sequence like a recorded one. One difference is kept on purpose: a simulated sequence says
+so (:attr:`Recording.simulation`, written beside the events by every writer), because its
+IMU and poses are exact ground truth, with none of a real gyro's delay. All times are int64
+nanoseconds.
 """
 
 from __future__ import annotations
@@ -46,7 +49,9 @@ class Recording:
     """Events with calibration and optional ground truth.
 
     depth_maps: optional (t int64 ns of shape M, depth (M, height, width) m) for
-    simulated scenes with depth.
+    simulated scenes with depth. simulation: for a simulated sequence, what simulated it
+    (``simulator``, ``preset``, ``seed``, ``camera``, ``width``, ``height`` px, the sensor
+    settings, ...; see :func:`simulation_to_text`), else None.
     """
 
     events: Events
@@ -55,3 +60,26 @@ class Recording:
     poses: Poses | None = None
     depth_times: np.ndarray | None = None
     depth_maps: np.ndarray | None = None
+    simulation: dict | None = None
+
+
+def simulation_to_text(simulation: dict) -> str:
+    """The simulation record as YAML text (the ECD folder's ``simulation.yaml``, the bag's
+    simulation message): plain keys and numbers, one per line."""
+    import yaml
+
+    return yaml.safe_dump(dict(simulation), sort_keys=False)
+
+
+def simulation_from_text(text: str, where: str) -> dict:
+    """The simulation record from :func:`simulation_to_text`'s YAML; ValueError naming ``where``
+    when it is not a mapping that names its simulator."""
+    import yaml
+
+    try:
+        content = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise ValueError(f"{where}: not valid YAML ({str(error).splitlines()[0]})") from None
+    if not isinstance(content, dict) or "simulator" not in content:
+        raise ValueError(f"{where}: expected a mapping with a 'simulator' key (what simulated the sequence)")
+    return content
