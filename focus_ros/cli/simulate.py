@@ -131,13 +131,13 @@ def run(args: argparse.Namespace) -> int:
     writer(args.output, recording, **writer_options)
     events = recording.events
     peak_deg_s = float(np.rad2deg(np.abs(recording.imu.angular_velocity).max()))
-    window = 10_000_000  # ns
+    window = max(1, min(10_000_000, int(duration_s * 1e9)))  # ns: 10 ms bins, or one for a shorter sequence
     peak_rate = (np.bincount((events.t - events.t[0]) // window).max() / (window * 1e-9)
                  if len(events) else 0.0)
     written = args.format if args.format == "ecd" else f"{args.format} ({encoding} events)"
     print(f"{args.preset}, {args.sensor} ({simulator.calibration.width}x{simulator.calibration.height}): "
-          f"{len(events):,} events in {duration_s:g} s "
-          f"(mean {len(events) / duration_s / 1e6:.2f} Mev/s, peak {peak_rate / 1e6:.2f} Mev/s over 10 ms), "
+          f"{len(events):,} events in {duration_s:g} s (mean {len(events) / duration_s / 1e6:.2f} Mev/s, "
+          f"peak {peak_rate / 1e6:.2f} Mev/s over {window / 1e6:g} ms), "
           f"peak |ω| per axis {peak_deg_s:.0f} deg/s; simulated in {simulated_in_s:.1f} s wall "
-          f"({duration_s / simulated_in_s:.2f} simulated s per s); wrote {written} to {args.output}")
+          f"({duration_s / simulated_in_s:.3g} simulated s per s); wrote {written} to {args.output}")
     return 0

@@ -140,13 +140,13 @@ def sample_cube_map(faces, dx, dy, dz):
     ax, ay, az = abs(dx), abs(dy), abs(dz)
     if ax >= ay and ax >= az:
         face = 0 if dx > 0 else 1
-        u, v, m = dy / ax, dz / ax, ax
+        u, v = dy / ax, dz / ax
     elif ay >= az:
         face = 2 if dy > 0 else 3
-        u, v, m = dx / ay, dz / ay, ay
+        u, v = dx / ay, dz / ay
     else:
         face = 4 if dz > 0 else 5
-        u, v, m = dx / az, dy / az, az
+        u, v = dx / az, dy / az
     size = faces.shape[1]
     col = (u + 1.0) * 0.5 * size - 0.5
     row = (v + 1.0) * 0.5 * size - 0.5
