@@ -340,11 +340,14 @@ class EventInput:
         decodable = [name for name in offered if name in SUBSCRIBABLE_TYPES]
         type_problem = ""
         if self._message_type is None and decodable:
-            self._subscribe(decodable[0])
-            others = f" (it also carries {', '.join(t for t in offered if t != decodable[0])})" if len(offered) > 1 \
-                else ""
-            node.get_logger().info(f"events on '{topic}' are {decodable[0]}, the type its publishers offer: "
-                                   f"subscribed{others}")
+            try:
+                self._subscribe(decodable[0])
+            except ValueError as error:  # its interface package is not built here
+                type_problem = f"'{topic}' carries {decodable[0]}: {error}"
+            else:
+                others = [name for name in offered if name != decodable[0]]
+                node.get_logger().info(f"events on '{topic}' are {decodable[0]}, the type its publishers offer: "
+                                       "subscribed" + (f" (it also carries {', '.join(others)})" if others else ""))
         elif offered and not decodable:
             type_problem = (f"'{topic}' carries {', '.join(offered)}, not an event message type focus_ros can "
                             f"subscribe to ({', '.join(SUBSCRIBABLE_TYPES)}): remap events:= to the camera's "
@@ -354,26 +357,35 @@ class EventInput:
                             f"set event_message_type:={decodable[0]} (or {AUTO})")
         if type_problem:
             self.warn_once("topic_type:" + ",".join(offered), type_problem)
-        qos_problems = []
-        for name, infos, qos, fix in (
-                (topic, publishers, self._qos, "qos_reliability:=best_effort"),
-                (self.camera_info_topic, camera_info_publishers, self._camera_info_qos,
-                 "a reliable camera_info publisher")):
-            if name == topic and self._message_type is None:
-                continue
-            for info in infos:
-                compatibility, reason = qos_check_compatible(info.qos_profile, qos)
-                if compatibility == QoSCompatibility.ERROR:
-                    text = (f"the publisher '{info.node_namespace.rstrip('/')}/{info.node_name}' on '{name}' offers a "
-                            f"QoS this node's subscription cannot match ({reason.strip().rstrip(';')}): "
-                            f"nothing arrives from it; use {fix}")
-                    self.warn_once(f"qos:{name}:{reason}", text)
-                    qos_problems.append(text)
-        problem = "; ".join(([type_problem] if type_problem else []) + qos_problems)
-        if problem:
-            self._problems["graph"] = problem
+        problems = [type_problem] if type_problem else []
+        if self._message_type is not None:
+            problems += self._qos_mismatches(topic, publishers, self._qos)
+        problems += self._qos_mismatches(self.camera_info_topic, camera_info_publishers, self._camera_info_qos)
+        if problems:
+            self._problems["graph"] = "; ".join(problems)
         else:
             self._problems.pop("graph", None)
+
+    def _qos_mismatches(self, topic: str, publishers, subscription_qos: QoSProfile) -> list[str]:
+        """One line per publisher on topic whose QoS cannot match subscription_qos (rclpy's
+        compatibility check), each warned about once per reason, naming the fix."""
+        lines = []
+        for info in publishers:
+            compatibility, reason = qos_check_compatible(info.qos_profile, subscription_qos)
+            if compatibility != QoSCompatibility.ERROR:
+                continue
+            reason = reason.strip().rstrip(";")
+            if (subscription_qos.reliability == ReliabilityPolicy.RELIABLE
+                    and info.qos_profile.reliability == ReliabilityPolicy.BEST_EFFORT):
+                fix = ("set qos_reliability:=best_effort" if subscription_qos is self._qos
+                       else "publish camera_info reliable")
+            else:
+                fix = "publish with QoS this subscription can match"
+            line = (f"the publisher '{info.node_namespace.rstrip('/')}/{info.node_name}' on '{topic}' offers a QoS "
+                    f"this node's subscription cannot match ({reason}): nothing arrives from it; {fix}")
+            self.warn_once(f"qos:{topic}:{reason}", line)
+            lines.append(line)
+        return lines
 
     # ----------------------------------------------------------------- events
     def _on_message(self, serialized: bytes) -> None:
