@@ -2,7 +2,7 @@
 
     ros2 launch focus_ros angular_velocity.launch.py events:=/dvs/events
     ros2 launch focus_ros angular_velocity.launch.py events:=/event_camera/events \
-        params_file:=$(ros2 pkg prefix focus_ros)/share/focus_ros/config/davis346.yaml
+        params_file:=$(ros2 pkg prefix focus_ros)/share/focus_ros/config/davis346_libcaer.yaml
     ros2 launch focus_ros angular_velocity.launch.py loss:=gradient_magnitude use_sim_time:=true
 
 The parameter file (``params_file``, default config/davis240c.yaml) sets the node; of the
@@ -11,11 +11,14 @@ other arguments only those given on the command line override it (``camera_info`
 value or the node's default stands).
 
 Remapping for the common drivers:
-- rpg DAVIS driver (dvs_ros_driver / davis_ros_driver): events:=/dvs/events,
-  camera_info:=/dvs/camera_info, event_message_type:=dvs_msgs/EventArray.
-- ros-event-camera drivers (libcaer_driver, metavision_driver): events:=/event_camera/events,
-  event_message_type:=event_camera_msgs/EventPacket; these publish best-effort, which the
-  node's default QoS accepts.
+- rpg DAVIS driver (dvs_ros_driver / davis_ros_driver): events:=/dvs/events (the default
+  parameter file, config/davis240c.yaml, names dvs_msgs/EventArray and /dvs/camera_info).
+- ros-event-camera drivers (libcaer_driver, metavision_driver): events:=/event_camera/events
+  with the driver's parameter file (config/davis346_libcaer.yaml, dvxplorer_libcaer.yaml or
+  evk4_metavision.yaml: EventPacket, best-effort QoS, /event_camera/camera_info, a fallback
+  calibration); with another parameter file that names dvs_msgs/EventArray, add
+  event_message_type:=auto (the type the topic's publishers offer) or
+  event_message_type:=event_camera_msgs/EventPacket.
 """
 
 import os

@@ -432,3 +432,22 @@ def test_rviz_takes_its_fixed_frame_from_an_argument(ament_prefix, sample_bag_ar
 def sample_bag_argument(tmp_path) -> str:
     """A path for the replay launch file's required ``bag`` argument (these checks do not start the nodes)."""
     return str(tmp_path / "some.bag")
+
+
+SHIPPED_PARAMETER_FILES = sorted((REPOSITORY_ROOT / "config").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("parameter_file", SHIPPED_PARAMETER_FILES, ids=lambda p: p.name)
+@pytest.mark.parametrize("source", LAUNCH_SOURCES, ids=lambda p: p.name)
+def test_the_shipped_parameter_files_survive_every_launch_file(source, parameter_file, ament_prefix,
+                                                               sample_bag_argument):
+    """Each config/*.yaml given as the parameter file of each launch file (stand-in), with no other
+    argument: every value it sets for all nodes (``/**``) or for the node by name reaches the node."""
+    declared = set(re.findall(r"DeclareLaunchArgument\(\s*[\"'](\w+)[\"']", source.read_text()))
+    arguments = {name: str(parameter_file) for name in PARAMETER_FILE_ARGUMENTS if name in declared}
+    arguments.update({name: sample_bag_argument for name in ("bag",) if name in declared})
+    for executable, parameters in resolve_with_stand_in(source, arguments):
+        in_file = parameters_from_file(parameter_file, executable)
+        changed = {name: (value, parameters.get(name)) for name, value in in_file.items()
+                   if parameters.get(name) != value}
+        assert not changed, f"{source.name} params_file:={parameter_file.name}: {executable} gets {changed}"

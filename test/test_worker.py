@@ -231,12 +231,19 @@ def test_flow_and_depth_kinds_give_in_the_process_what_their_estimators_give_her
     np.testing.assert_array_equal(keyframe.depth_m, expected.depth_m)
     np.testing.assert_array_equal(keyframe.points_world, expected.points_world)
     np.testing.assert_array_equal(result.images[0], depth_picture(expected.depth_m, event_image(local.dsi.votes),
-                                                                  depth_settings.z_min_m, depth_settings.z_max_m))
+                                                                  *expected.z_range_m))
 
 
 def test_unknown_kind_is_refused_with_the_known_ones():
     with pytest.raises(ValueError, match="kind 'sharpness' is not one of: angular_velocity, optical_flow, depth"):
         InlineEstimator(Calibration.davis240c(), real_time_settings(), kind="sharpness")
+
+
+def wait_until(condition, timeout_s: float = 60.0) -> None:
+    """Sleep in steps of 50 ms until condition() is true or timeout_s (s) passed (the asserts after it say which)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 class _Log:
@@ -278,9 +285,7 @@ def test_runner_queues_counts_and_survives_a_failing_job(windows, in_process):
             runner.push(Job(window, context=index, received_s=time.monotonic()))
         assert runner.counts["dropped"] == 3 and not results
         runner.configure(Calibration.davis240c(), real_time_settings())
-        deadline = time.monotonic() + 60.0   # counted once on_result has returned
-        while runner.counts["estimated"] < 1 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: runner.counts["estimated"] >= 1)   # counted once on_result has returned
         assert [context for context, _ in results] == [3]
         expected = AngularVelocityEstimator(Calibration.davis240c(), real_time_settings()).estimate(windows[3])
         np.testing.assert_array_equal(results[0][1].angular_velocity, expected.angular_velocity)
@@ -293,9 +298,7 @@ def test_runner_queues_counts_and_survives_a_failing_job(windows, in_process):
         bad = Events(np.full(1000, 60000, np.uint16), windows[0].y[:1000], windows[0].t[:1000], windows[0].p[:1000])
         runner.push(Job(bad, context="bad", received_s=time.monotonic()))
         runner.push(Job(windows[1], context="good", received_s=time.monotonic()))
-        deadline = time.monotonic() + 60.0
-        while len(results) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: len(results) >= 2)
     finally:
         runner.stop()
     assert [context for context, _ in results] == [3, "good"]
@@ -317,9 +320,7 @@ def test_a_reset_before_any_configuration_is_no_failure(windows):
         time.sleep(1.0)   # the runner's thread takes the reset
         runner.configure(Calibration.davis240c(), real_time_settings())
         runner.push(Job(windows[0], context="first", received_s=time.monotonic()))
-        deadline = time.monotonic() + 60.0
-        while not results and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: results)
     finally:
         runner.stop()
     assert results == ["first"]
@@ -338,9 +339,7 @@ def test_a_worker_killed_while_no_job_flows_is_noticed_and_restarted_at_once(win
                              warn_once=log.warn_once, capacity_events=5000)
     try:
         runner.configure(Calibration.davis240c(), real_time_settings())
-        deadline = time.monotonic() + 60.0
-        while runner.pid == 0 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: runner.pid != 0)
         first = runner.pid
         assert first > 0
         time.sleep(0.5)  # the configuration taken: the runner's thread idles
@@ -351,14 +350,10 @@ def test_a_worker_killed_while_no_job_flows_is_noticed_and_restarted_at_once(win
         noticed_s = time.monotonic() - killed_s
         assert runner.counts["restarts"] == 1
         assert noticed_s < 2 * EstimatorRunner.WATCH_PERIOD_S + 0.5, noticed_s
-        deadline = time.monotonic() + 60.0
-        while runner.pid in (0, first) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: runner.pid not in (0, first))
         assert runner.pid not in (0, first)
         runner.push(Job(windows[0], context="after", received_s=time.monotonic()))
-        deadline = time.monotonic() + 60.0
-        while not results and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: results)
     finally:
         runner.stop()
     assert results == ["after"]
@@ -386,18 +381,13 @@ def test_jobs_before_the_engine_is_ready_are_held_then_all_estimated_then_the_li
         runner.push(Job(windows[0], context="beyond the budget", received_s=time.monotonic()))
         assert runner.counts["dropped"] == 1 and runner.pending == len(held)  # the oldest went
         runner.configure(Calibration.davis240c(), real_time_settings())
-        deadline = time.monotonic() + 120.0
-        while len(results) < len(held) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: len(results) >= len(held), 120.0)
         assert results == list(range(1, len(held))) + ["beyond the budget"]
         assert runner.counts["dropped"] == 1
         time.sleep(0.5)  # caught up: the live policy from now on
         for index, window in enumerate(held):
             runner.push(Job(window, context=f"live {index}", received_s=time.monotonic()))
-        deadline = time.monotonic() + 60.0
-        while runner.counts["estimated"] + runner.counts["dropped"] - 1 < 2 * len(held) and \
-                time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: runner.counts["estimated"] + runner.counts["dropped"] - 1 >= 2 * len(held))
     finally:
         runner.stop()
     assert runner.counts["dropped"] > 1  # a burst of 8 pushed at once: most of it dropped or skipped

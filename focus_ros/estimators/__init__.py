@@ -8,8 +8,10 @@ behind the ROS nodes and the command line.
 - ``depth``: :class:`~focus_ros.estimators.depth.DepthEstimator` and the keyframe selector:
   semi-dense depth (m) of a reference view from events and known poses (engine:
   :mod:`focus_ros.depth`).
+- ``covariance``: how sure an estimate is: the covariance of the angular velocity ((rad/s)^2)
+  from the focus's curvature at the optimum, scaled by a factor calibrated on simulated rotations.
 
-Each module holds a frozen ``...Settings`` dataclass (every field with its unit and default),
+Each estimator module holds a frozen ``...Settings`` dataclass (every field with its unit and default),
 the estimator class and its result type. Where things go: a new estimator is one
 module here (settings, an estimator class with an ``estimate`` method, result), one estimator kind in
 :mod:`focus_ros.runtime` (how a worker builds and runs it) and a node in :mod:`focus_ros.ros`.
@@ -21,4 +23,4 @@ The submodules load numba-compiled engines; import the one you need
 imports none of them.
 """
 
-__all__ = ["angular_velocity", "optical_flow", "depth"]
+__all__ = ["angular_velocity", "optical_flow", "depth", "covariance"]
