@@ -9,10 +9,11 @@ Three tables:
    different (a decoder fed one message over and over lets the CPU's branch predictor
    learn it by heart and looks a quarter faster than it is). Times are the thread's CPU
    time, so other processes on a shared machine cost little; median and range of
-   ``--runs`` runs, each decoding the whole stream once. ``--baseline REV`` decodes the
-   same messages with the evt3 and libcaer_cmp modules of git revision REV too (taken
-   with ``git show`` into a temporary folder), interleaved run by run with the current
-   ones, and gives the ratio.
+   ``--runs`` runs, each decoding the whole stream once after an untimed pass (the
+   steady state of a node decoding all the time). ``--baseline REV`` decodes the same
+   messages with the evt3 and libcaer_cmp modules of git revision REV too (taken with
+   ``git show`` into a temporary folder), interleaved run by run with the current ones,
+   and gives the ratio.
 2. **30,000-event messages** of every message type and encoding on synthetic
    DAVIS240C-like events (random pixels: the worst case for the run-length vectors) and
    the real boxes_rotation slice; rclpy's own object (de)serialization of
@@ -109,14 +110,17 @@ def dvxplorer_events(rate_mev_s: float, duration_us: int, flicker: bool, seed: i
     return Events.from_arrays(x[order], y[order], start_ns + t_us[order] * 1000, on[order])
 
 
-def evt3_stream(rate_mev_s: float, packets: int, seed: int = 0) -> tuple[list[bytes], int]:
+def evt3_stream(rate_mev_s: float, packets: int, seed: int = 0, vectors: bool = True) -> tuple[list[bytes], int]:
     """(CDR EventPackets, events) of a 1280x720 evt3 camera: the stream's words cut into
     equal parts of about 1 ms, anywhere (inside a vector too), as metavision_driver
-    forwards the camera's buffers."""
+    forwards the camera's buffers. ``vectors``: 4 or more events of a 32-pixel group as a
+    vector (see :func:`codecs.encode_evt3_words`); else one ADDR_X per event, as in the
+    real (low-rate) evt3 bags of the peer projects."""
     events = imx636_events(rate_mev_s, packets * PACKET_US, seed)
-    words = codecs.encode_evt3_words(events).tobytes()
+    words = codecs.encode_evt3_words(events, vectors=vectors).tobytes()
     cuts = np.linspace(0, len(words) // 2, packets + 1).astype(int) * 2
-    messages = [event_packet._serialize_packet(int(events.t[0]) + k * PACKET_US * 1000, "camera", 720, 1280,
+    host_start_ns = 1_700_000_000_000_000_000  # header stamps in ROS time, events on the camera's clock
+    messages = [event_packet._serialize_packet(host_start_ns + k * PACKET_US * 1000, "camera", 720, 1280,
                                                k, 0, "evt3", False, words[begin:end], False)
                 for k, (begin, end) in enumerate(zip(cuts[:-1], cuts[1:]))]
     return messages, len(events)
@@ -135,6 +139,7 @@ FAST_CAMERAS = [  # (name, encoding, stream maker)
     ("IMX636 1280x720 evt3, motion, 15 Mev/s", "evt3", lambda n: evt3_stream(15, n)),
     ("IMX636 1280x720 evt3, motion, 30 Mev/s", "evt3", lambda n: evt3_stream(30, n)),
     ("IMX636 1280x720 evt3, motion, 50 Mev/s", "evt3", lambda n: evt3_stream(50, n)),
+    ("IMX636 1280x720 evt3, motion, 15 Mev/s, ADDR_X only", "evt3", lambda n: evt3_stream(15, n, vectors=False)),
     ("DVXplorer 640x480 libcaer_cmp, motion, 10 Mev/s", "libcaer_cmp", lambda n: libcaer_cmp_stream(10, n, False)),
     ("DVXplorer 640x480 libcaer_cmp, motion, 50 Mev/s", "libcaer_cmp", lambda n: libcaer_cmp_stream(50, n, False)),
     ("DVXplorer 640x480 libcaer_cmp, flicker, 145 Mev/s", "libcaer_cmp",
@@ -142,13 +147,17 @@ FAST_CAMERAS = [  # (name, encoding, stream maker)
 ]
 
 
+#: where older codec modules are imported from (removed when the benchmark ends)
+_TEMPORARY = tempfile.TemporaryDirectory(prefix="bench_codecs_")
+
+
 def _module_at_revision(revision: str, name: str):
     """focus_ros.codecs.<name> as it was at git ``revision``, imported from a temporary file
     (its own imports resolve to the current package)."""
     source = subprocess.run(["git", "show", f"{revision}:focus_ros/codecs/{name}.py"], cwd=REPOSITORY,
                             check=True, capture_output=True, text=True).stdout
-    folder = Path(tempfile.mkdtemp(prefix="bench_codecs_"))
-    path = folder / f"{name}_at_{revision.replace('/', '_')}.py"
+    folder = Path(_TEMPORARY.name)
+    path = folder / f"{name}_at_{''.join(c if c.isalnum() else '_' for c in revision)}.py"
     path.write_text(source)
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
@@ -200,6 +209,7 @@ def fast_camera_rates(packets: int, runs: int, baseline: str | None) -> None:
         seconds = {key: [] for key in variants}
         for _ in range(runs):
             for key, variant in variants.items():
+                variant()  # caches warm again after the other variant
                 start = time.thread_time()
                 variant()
                 seconds[key].append(time.thread_time() - start)

@@ -433,8 +433,10 @@ def test_evt3_vector_words_decode_per_the_format_up_to_the_last_column():
     assert events.p.tolist() == [1, 1, 1] + [-1] * 8
     assert events.t.tolist() == [5000] * 11
     # a set bit past the last column is an error naming the word and its offset
-    with pytest.raises(EventDecodeError, match=r"outside the sensor 1280x720 px in word 0x5010 at byte offset 10"):
+    with pytest.raises(EventDecodeError, match=r"outside the sensor 1280x720 px in word 0x5010 at byte offset 10") \
+            as error:
         evt3_decode(np.array(words[:5] + [0x5010], "<u2").tobytes(), codecs.Evt3Decoder())
+    assert error.value.kind == "event_outside_sensor"
     # and so is a vector on a row below the sensor
     with pytest.raises(EventDecodeError, match=r"outside the sensor 1280x720 px in word 0x4001 at byte offset 8"):
         evt3_decode(np.array([0x8000, 0x6005, 0x02D0, 0x3000, 0x4001], "<u2").tobytes(), codecs.Evt3Decoder())
@@ -450,18 +452,19 @@ def test_evt3_vectors_before_the_first_valid_time_are_dropped_but_move_the_base(
 
 
 def test_evt3_encoder_writes_runs_as_32_pixel_vectors():
-    events = Events.from_arrays([33, 34, 40, 100, 7], [3, 3, 3, 3, 4], [5000, 5000, 5000, 5000, 6000],
-                                [1, 1, 1, 0, 1])
+    events = Events.from_arrays([33, 34, 40, 63, 100, 101, 7], [3, 3, 3, 3, 3, 3, 4],
+                                [5000, 5000, 5000, 5000, 5000, 5000, 6000], [1, 1, 1, 1, 0, 0, 1])
     words = codecs.encode_evt3_words(events)
     assert [f"{word:04x}" for word in words] == [
         "8000", "6005", "0003",  # TIME_HIGH 0, TIME_LOW 5 us, ADDR_Y 3
         "3820",                  # VECT_BASE_X x=32 (the group of x 32-63), polarity 1
         "4106",                  # VECT_12 bits 1, 2, 8 -> x 33, 34, 40
-        "4000", "5000",          # the rest of the group: no events
-        "2064",                  # ADDR_X x=100, polarity 0: a lone event
+        "4000",                  # VECT_12 x 44-55: none
+        "5080",                  # VECT_8 bit 7 -> x 63
+        "2064", "2065",          # two events of the next group (x 96-127), polarity 0: ADDR_X each
         "6006", "0004", "2807"]  # 6 us, row 4, x=7 polarity 1
     assert codecs.encode_evt3_words(events, vectors=False).tolist() == [
-        0x8000, 0x6005, 0x0003, 0x2821, 0x2822, 0x2828, 0x2064, 0x6006, 0x0004, 0x2807]
+        0x8000, 0x6005, 0x0003, 0x2821, 0x2822, 0x2828, 0x283F, 0x2064, 0x2065, 0x6006, 0x0004, 0x2807]
 
 
 def test_evt3_stream_cut_at_any_word_decodes_to_the_events_put_in():
@@ -532,9 +535,11 @@ def test_libcaer_cmp_vectors_down_to_the_last_row():
         libcaer_cmp.decode_packet(np.frombuffer(np.array(words[:4] + [0x5010], "<u2").tobytes(), np.uint8), 0,
                                   False, 0, 640, 480, libcaer_cmp.new_stream_state())
     # a vector before any column is an error even when its mask is empty
-    with pytest.raises(EventDecodeError, match="before any ADDR_X / VECT_BASE_Y word in word 0x5000 at byte offset 2"):
+    before_address = "before any ADDR_X / VECT_BASE_Y word in word 0x5000 at byte offset 2"
+    with pytest.raises(EventDecodeError, match=before_address) as error:
         libcaer_cmp.decode_packet(np.frombuffer(np.array([0x4008, 0x5000], "<u2").tobytes(), np.uint8), 0,
                                   False, 0, 640, 480, libcaer_cmp.new_stream_state())
+    assert error.value.kind == "event_before_address"
 
 
 def test_big_endian_and_unaligned_payloads_decode_the_same():

@@ -23,6 +23,10 @@ from numba.cpython.unsafe.numbers import trailing_zeros
 from focus_ros.codecs._cdr import EventDecodeError
 from focus_ros.events import Events
 
+#: (bytes per word, big endian) -> the payload's word type
+_WORD_TYPES = {(size, big): np.dtype((">" if big else "<") + ("u2" if size == 2 else "u4"))
+               for size in (2, 4) for big in (False, True)}
+
 #: output room past the bound: :func:`store_vector` writes all 12 slots of a vector
 #: (branch-free) and keeps those of the set bits
 VECTOR_SLACK = 12
@@ -30,18 +34,17 @@ VECTOR_SLACK = 12
 
 def payload_words(payload: np.ndarray, word_bytes: int, is_bigendian: bool, encoding: str,
                   payload_offset: int) -> np.ndarray:
-    """The payload bytes as a C-contiguous array of native-order 16- or 32-bit words
-    (``word_bytes`` 2 or 4): a view of the message's own bytes when they are little endian
-    and aligned (no copy), a copy otherwise. EventDecodeError when the bytes are not a whole
-    number of words."""
+    """The payload bytes as a contiguous array of native-order 16- or 32-bit words
+    (``word_bytes`` 2 or 4): a view of the message's own bytes when they are in the
+    machine's order and aligned (no copy), a copy otherwise. EventDecodeError when the
+    bytes are not a whole number of words."""
     if len(payload) % word_bytes:
         raise EventDecodeError(
             f"malformed message: {encoding} payload of {len(payload)} bytes at byte offset "
-            f"{payload_offset} is not a whole number of {8 * word_bytes}-bit words")
-    native = np.dtype("u2" if word_bytes == 2 else "u4")
-    words = payload.view((">" if is_bigendian else "<") + native.str[1:])
-    if words.dtype != native or not words.flags.aligned or not words.flags.c_contiguous:
-        words = np.ascontiguousarray(words, dtype=native)
+            f"{payload_offset} is not a whole number of {8 * word_bytes}-bit words", kind="partial_word")
+    words = payload.view(_WORD_TYPES[word_bytes, is_bigendian])
+    if not (words.dtype.isnative and words.flags.aligned):
+        words = words.astype(words.dtype.newbyteorder("="))
     return words
 
 
@@ -97,7 +100,8 @@ def allocate_events(bound):
 def store_event(along, across, t, p, count, along_px, across_px, time_ns, polarity):
     """Write one event at index ``count`` (``along``/``across``: the x and y arrays in the
     order the format's vectors need); returns count + 1. The index is made unsigned so
-    that numba leaves out its negative-index wraparound (a fifth of the decoding time)."""
+    that numba leaves out its negative-index wraparound (a compare and an add per store,
+    in the innermost loop of the decoders)."""
     index = np.uint64(count)
     along[index] = along_px
     across[index] = across_px
@@ -111,7 +115,8 @@ def store_vector(along, across, t, p, count, mask, bits, base_px, across_px, tim
     """Write the events of a vector word at index ``count``: bit i of ``mask`` (``bits`` of
     them) is an event at ``base_px + i`` along the vector, ``across_px`` across it. All
     ``bits`` slots are written and the count advances by the set bits only (no branch per
-    bit; the arrays have :data:`VECTOR_SLACK` room). Returns the new count."""
+    bit, faster than a loop over the set bits for one word; the arrays have
+    :data:`VECTOR_SLACK` room). Returns the new count."""
     for bit in range(bits):
         index = np.uint64(count)
         along[index] = base_px + bit

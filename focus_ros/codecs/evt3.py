@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numba
 import numpy as np
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 from focus_ros.codecs._cdr import EventDecodeError
 from focus_ros.codecs._payload import (allocate_events, event_bound, payload_words, store_bits, store_event,
@@ -61,11 +62,15 @@ class Triggers:
         return len(self.t)
 
 
+#: the triggers of a packet without any (shared: there is nothing in it to change)
+_NO_TRIGGERS = Triggers.empty()
+
+
 @numba.njit(cache=True, nogil=True)
-def _evt3_decode_words(words, state, width, height, offset_ns, x, y, t, p, trigger_t, trigger_edge,
-                       trigger_id):
+def _evt3_decode_words(words, state, width, height, offset_ns, x, y, t, p, trigger_rows):
     """Decode EVT3 words into x, y (px), t (ns: offset_ns + camera us x 1000), p (+-1) and
-    the trigger arrays, which have room for every event and trigger (:func:`event_bound`).
+    trigger_rows (t ns, edge, id), which have room for every event and trigger
+    (:func:`event_bound`).
 
     Returns (events written, triggers written, index of the first bad word or -1, fault:
     0 none, 1 unknown word type, 2 event outside the sensor); ``state`` is written back
@@ -152,9 +157,9 @@ def _evt3_decode_words(words, state, width, height, offset_ns, x, y, t, p, trigg
             time_ns = epoch_ns + (high * 4096 + low) * 1000
         elif kind == 0xA:  # EXT_TRIGGER
             if valid == 1:
-                trigger_t[triggers] = time_ns
-                trigger_edge[triggers] = word & 1
-                trigger_id[triggers] = (word >> 8) & 0xF
+                trigger_rows[triggers, 0] = time_ns
+                trigger_rows[triggers, 1] = word & 1
+                trigger_rows[triggers, 2] = (word >> 8) & 0xF
                 triggers += 1
         elif kind != 0x7 and kind != 0x9 and kind != 0xE and kind != 0xF:
             return count, triggers, i, 1
@@ -166,17 +171,16 @@ def _evt3_decode_words(words, state, width, height, offset_ns, x, y, t, p, trigg
 @numba.njit(cache=True, nogil=True)
 def _evt3_decode_packet(words, state, width, height, offset_ns):
     """Bound, allocate once, decode once: one call from Python. Returns (x, y, t, p,
-    trigger t, edge, id, index of the first bad word or -1, fault), the arrays views of
-    exactly the decoded events; the state advances only when there is no fault."""
+    trigger rows (t, edge, id), index of the first bad word or -1, fault), the arrays views
+    of exactly the decoded events; the state advances only when there is no fault. (The
+    triggers in one array, not three: each array handed back to Python costs time, every
+    packet, and most packets hold no trigger.)"""
     bound, trigger_bound = event_bound(words, EVT3_ADDR_X, EVT3_VECT_12, EVT3_VECT_8, EVT3_EXT_TRIGGER)
     x, y, t, p = allocate_events(bound)
-    trigger_t = np.empty(trigger_bound, np.int64)
-    edge = np.empty(trigger_bound, np.uint8)
-    trigger_id = np.empty(trigger_bound, np.uint8)
+    trigger_rows = np.empty((trigger_bound, 3), np.int64)
     count, triggers, bad, fault = _evt3_decode_words(words, state, width, height, offset_ns, x, y, t, p,
-                                                     trigger_t, edge, trigger_id)
-    return (x[:count], y[:count], t[:count], p[:count], trigger_t[:triggers], edge[:triggers],
-            trigger_id[:triggers], bad, fault)
+                                                     trigger_rows)
+    return x[:count], y[:count], t[:count], p[:count], trigger_rows[:triggers], bad, fault
 
 
 class Evt3Decoder:
@@ -200,25 +204,44 @@ class Evt3Decoder:
                              height: int = 2048) -> tuple[Events, Triggers]:
         """Decode one packet's payload bytes into CD events and external-trigger events."""
         words = payload_words(payload, 2, is_bigendian, ENCODING_EVT3, payload_offset)
-        x, y, t, p, trigger_t, edge, trigger_id, bad_word, fault = _evt3_decode_packet(
+        x, y, t, p, trigger_rows, bad_word, fault = _evt3_decode_packet(
             words, self.state, width, height, self.time_offset_ns)
         if fault:
             word = int(words[bad_word])
             what = (f"unknown EVT3 word type {word >> 12:#x}" if fault == 1 else
                     f"EVT3 event outside the sensor {width}x{height} px")
             raise EventDecodeError(f"malformed message: {what} in word {word:#06x} at byte "
-                                   f"offset {payload_offset + 2 * bad_word}")
-        return Events(x, y, t, p), Triggers(trigger_t, edge, trigger_id)
+                                   f"offset {payload_offset + 2 * bad_word}",
+                                   kind="unknown_word" if fault == 1 else "event_outside_sensor")
+        if len(trigger_rows) == 0:
+            return Events(x, y, t, p), _NO_TRIGGERS
+        return Events(x, y, t, p), Triggers(trigger_rows[:, 0].copy(), trigger_rows[:, 1].astype(np.uint8),
+                                            trigger_rows[:, 2].astype(np.uint8))
+
+
+#: a run of at least this many events in a 32-pixel group is written as a vector (4 words),
+#: fewer as ADDR_X words (never longer than the vector)
+_EVT3_VECTOR_MIN_EVENTS = 4
 
 
 @numba.njit(cache=True, nogil=True)
-def _evt3_flush_run(words, n, mask, run_base, run_on, last_x):
+def _evt3_flush_run(words, n, mask, run_base, run_on):
     """Write a run of events on one row at one time (bit i of mask: x = run_base + i) at
-    words[n]: ADDR_X for a single event (at last_x), else the 32-pixel group as
-    VECT_BASE_X + VECT_12 + VECT_12 + VECT_8. Returns the new word count."""
-    if mask & (mask - 1) == 0:
-        words[n] = (EVT3_ADDR_X << 12) | (run_on << 11) | last_x
-        return n + 1
+    words[n]: one ADDR_X per event when there are fewer than
+    :data:`_EVT3_VECTOR_MIN_EVENTS`, else the 32-pixel group as VECT_BASE_X + VECT_12 +
+    VECT_12 + VECT_8. Returns the new word count."""
+    events = 0
+    rest = mask
+    while rest != 0:
+        rest &= rest - 1
+        events += 1
+    if events < _EVT3_VECTOR_MIN_EVENTS:
+        rest = mask
+        while rest != 0:
+            words[n] = (EVT3_ADDR_X << 12) | (run_on << 11) | (run_base + trailing_zeros(rest))
+            n += 1
+            rest &= rest - 1
+        return n
     words[n] = (EVT3_VECT_BASE_X << 12) | (run_on << 11) | run_base
     words[n + 1] = (EVT3_VECT_12 << 12) | (mask & 0xFFF)
     words[n + 2] = (EVT3_VECT_12 << 12) | ((mask >> 12) & 0xFFF)
@@ -243,7 +266,7 @@ def _evt3_encode(microseconds, x, y, on, vectors, words):
         joins = (vectors and mask != 0 and not new_low and not new_row and on[i] == run_on
                  and x[i] >> 5 == run_base >> 5 and x[i] > last_x)
         if mask != 0 and not joins:
-            n = _evt3_flush_run(words, n, mask, run_base, run_on, last_x)
+            n = _evt3_flush_run(words, n, mask, run_base, run_on)
             mask = 0
         if new_high:
             words[n] = (EVT3_TIME_HIGH << 12) | ((us >> 12) & 0xFFF)
@@ -260,7 +283,7 @@ def _evt3_encode(microseconds, x, y, on, vectors, words):
         mask |= 1 << (x[i] - run_base)
         last_x = x[i]
     if mask != 0:
-        n = _evt3_flush_run(words, n, mask, run_base, run_on, last_x)
+        n = _evt3_flush_run(words, n, mask, run_base, run_on)
     return n
 
 
@@ -269,8 +292,9 @@ def encode_evt3_words(events: Events, time_offset_ns: int = 0, vectors: bool = T
     ADDR_Y words where they change (all three before the first event); then, as a
     Prophesee IMX636 reads out its rows in 32-pixel groups, the events that follow each
     other at one time on one row, with one polarity and increasing x inside one 32-pixel
-    group, as VECT_BASE_X (the group's first x) + VECT_12 + VECT_12 + VECT_8, and a lone
-    event as ADDR_X. With ``vectors=False``, one ADDR_X per event.
+    group: four or more as VECT_BASE_X (the group's first x) + VECT_12 + VECT_12 + VECT_8,
+    fewer as one ADDR_X each (never longer than the vector). With ``vectors=False``, one
+    ADDR_X per event (as event_camera_codecs' encoder writes them).
 
     The sensor clock is ``(t - time_offset_ns) / 1000`` us; raises ValueError when a time is
     not a whole microsecond after the offset, negative, or out of order, or when x or y

@@ -22,9 +22,10 @@ _LIBCAER_ROLLOVER_US = 1 << 31
 
 
 @numba.njit(cache=True, nogil=True)
-def _libcaer_decode_words(words, time_base, width, height, x, y, t, on):
-    """words: uint32 pairs (data, timestamp). Fills x, y, t (ns), on; returns (index of
-    the first bad event or -1, fault: 0 none, 1 negative timestamp, 2 outside sensor)."""
+def _libcaer_decode_words(words, time_base, width, height, x, y, t, p):
+    """words: uint32 pairs (data, timestamp). Fills x, y, t (ns), p (+-1) straight into the
+    Events arrays; returns (index of the first bad event or -1, fault: 0 none, 1 negative
+    timestamp, 2 outside sensor)."""
     high = np.int64(time_base)
     last = np.int64(0)
     for i in range(len(x)):
@@ -42,7 +43,7 @@ def _libcaer_decode_words(words, time_base, width, height, x, y, t, on):
         x[i] = ex
         y[i] = ey
         t[i] = high + stamp * 1000
-        on[i] = (data >> 1) & 1
+        p[i] = (data & 2) - 1
     return -1, 0
 
 
@@ -53,22 +54,23 @@ def decode_packet(payload: np.ndarray, time_base: int, is_bigendian: bool, paylo
     if len(payload) % 8:
         raise EventDecodeError(
             f"malformed message: libcaer payload of {len(payload)} bytes at byte offset "
-            f"{payload_offset} is not a whole number of 8-byte events")
+            f"{payload_offset} is not a whole number of 8-byte events", kind="partial_word")
     words = payload_words(payload, 4, is_bigendian, ENCODING_LIBCAER, payload_offset)
     count = len(words) // 2
     x = np.empty(count, np.uint16)
     y = np.empty(count, np.uint16)
     t = np.empty(count, np.int64)
-    on = np.empty(count, np.int8)
-    bad, fault = _libcaer_decode_words(words, time_base, width, height, x, y, t, on)
+    p = np.empty(count, np.int8)
+    bad, fault = _libcaer_decode_words(words, time_base, width, height, x, y, t, p)
     if fault:
         data, stamp = int(words[2 * bad]), int(words[2 * bad + 1])
         what = (f"negative timestamp {stamp - (1 << 32)} us" if fault == 1 else
                 f"event x={(data >> 17) & 0x7FFF} y={(data >> 2) & 0x7FFF} outside the sensor "
                 f"{width}x{height} px")
         raise EventDecodeError(f"malformed message: libcaer {what} at byte offset "
-                               f"{payload_offset + 8 * bad}")
-    return Events(x, y, t, on * np.int8(2) - np.int8(1)), None
+                               f"{payload_offset + 8 * bad}",
+                               kind="negative_timestamp" if fault == 1 else "event_outside_sensor")
+    return Events(x, y, t, p), None
 
 
 def encode_packet(events: Events, time_base: int | None, sensor_time_offset_ns: int) -> tuple[int, bytes]:

@@ -113,7 +113,8 @@ def decode_packet(payload: np.ndarray, time_base: int, is_bigendian: bool, paylo
                 2: f"libcaer_cmp event outside the sensor {width}x{height} px",
                 3: "libcaer_cmp event before any ADDR_X / VECT_BASE_Y word"}[fault]
         raise EventDecodeError(f"malformed message: {what} in word {word:#06x} at byte offset "
-                               f"{payload_offset + 2 * bad}")
+                               f"{payload_offset + 2 * bad}",
+                               kind={1: "unknown_word", 2: "event_outside_sensor", 3: "event_before_address"}[fault])
     return Events(x, y, t, p), None
 
 
