@@ -14,8 +14,9 @@ The package follows the data flow, one room per step:
     objective  warp -> IWE -> loss, and its gradient w.r.t. θ  (objective)
     optimizer  non-linear CG, BFGS, L-BFGS  (optimize)
     estimators one per task on the steps above: angular velocity (θ = ω), depth (θ = Z),
-               optical flow (θ = v)  (focus_ros.estimators, with each task's own engine parts in
-               focus_ros.depth and focus_ros.flow)
+               optical flow (θ = v), and how sure an estimate is (covariance)
+               (focus_ros.estimators, with each task's own engine parts in focus_ros.depth and
+               focus_ros.flow)
     runtime    how an estimator runs beside a node: inline, thread, process  (focus_ros.runtime)
     outputs    ROS 2 nodes and the demos (focus_ros.ros, the only rclpy user), the command line
                (focus_ros.cli), evaluation against ground truth (focus_ros.evaluation)

@@ -4,7 +4,8 @@ Each subcommand module (``info``, ``estimate``, ``simulate``, ``replay``, ``eval
 ``landscape``, ``depth``, ``evaluate_depth``, ``flow``, ``evaluate_flow``) defines
 ``add_arguments(parser)`` and ``run(args) -> int``, and its module docstring's first line is
 the subcommand's help. Helpers shared by several subcommands live in ``_options`` (the
-estimator options) and ``_sources`` (sequences and ground truth for the evaluations).
+estimator options), ``_sources`` (sequences and ground truth for the evaluations) and
+``_output`` (output files written whole or not at all).
 A new subcommand is one module here and one row in :data:`SUBCOMMANDS`.
 """
 
