@@ -1,16 +1,22 @@
-"""depth_node through ROS 2 at the slider_depth event rate: keyframes per second and latency.
+"""depth_node through ROS 2 at a camera's event rates: does every keyframe come back, and how late.
 
 depth_node runs as `ros2 run` starts it (a subprocess, its entry point, the params file
-config/depth_davis240c.yaml); this script plays the simulated ``slider`` preset (a DAVIS240C
-sliding at 0.25 m/s in front of panels at 0.55-2.3 m; simulated once and cached in
---workdir) over loopback like a driver plus motion capture: serialized dvs_msgs/EventArray
+config/depth_davis240c.yaml; for another camera its calibration as parameters); this script
+plays a simulated preset (--sequence: ``six_dof``, default, a camera moving in 6-DoF in front of
+panels and a wall, or ``slider``; --camera: davis346, default, or any focus_ros.camera.SENSORS
+name; simulated once and cached in --workdir) over loopback like a driver plus motion
+capture: serialized dvs_msgs/EventArray
 messages of --message-ms (33) ms of events at the chosen event rate (--rates, Mev/s: the sequence's time is
 scaled to reach it) and geometry_msgs/PoseStamped at 200 Hz of sequence time, each on its
 wall-clock schedule, and listens to depth/points.
 
-Per (events per keyframe, rate):
+Per (keyframe rule, rate): --keyframe-events ``parallax`` (the node's default: keyframes by
+parallax, at most 2 M events) or a number (keyframes by event count only):
 
-- keyframes: clouds received / complete keyframes offered (every one must come back);
+- keyframes: keyframes offered to the estimator, and how many were dropped (every one must
+  come back: published, or "no depth" with the reason), from the node's /diagnostics;
+- worst latency: the node's own ``latency_max_ms`` (from receiving a keyframe's last event
+  to publishing its outputs), the largest over the run;
 - keyframes/s: clouds received per second from the first event sent to the last cloud
   received, beside the rate offered (rate / K), and the worker's capacity (1 / time per
   keyframe in the node);
@@ -22,8 +28,10 @@ Per (events per keyframe, rate):
 Each configuration runs with the node's estimator in a process of its own (``--estimator
 process``: ``estimator_process:=true``, the default) and in a thread of the node (``thread``).
 
-    .venv/bin/python benchmarks/bench_depth_node.py [--rates 0.3 1.0] [--keyframe-events 1000000 300000] [--runs 3]
-        [--estimator process thread]
+    .venv/bin/python benchmarks/bench_depth_node.py [--sequence six_dof] [--camera davis346] [--rates 1 3]
+        [--keyframe-events parallax] [--runs 3] [--estimator process]
+
+(the issue-25 targets: every keyframe at 1 and 3 Mev/s on a DAVIS346, worst latency <= 1 s)
 """
 
 from __future__ import annotations
@@ -56,30 +64,35 @@ POSE_RATE_HZ = 200.0     # of sequence time
 
 def parse_arguments(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rates", type=float, nargs="+", default=[0.3, 1.0], help="event rates, Mev/s")
-    parser.add_argument("--keyframe-events", type=int, nargs="+", default=[1_000_000, 300_000])
-    parser.add_argument("--duration", type=float, default=8.0, help="simulated seconds of the slider (default 8)")
+    parser.add_argument("--rates", type=float, nargs="+", default=[1.0, 3.0], help="event rates, Mev/s")
+    parser.add_argument("--keyframe-events", nargs="+", default=["parallax"],
+                        help="'parallax' (the node's defaults) or events per keyframe (keyframes by count only)")
+    parser.add_argument("--sequence", default="six_dof", choices=("six_dof", "slider"), help="simulated preset")
+    parser.add_argument("--camera", default="davis346", help="camera preset (focus_ros.camera.SENSORS)")
+    parser.add_argument("--duration", type=float, default=8.0, help="simulated seconds (default 8)")
     parser.add_argument("--runs", type=int, default=1, help="runs per configuration (median and range)")
     parser.add_argument("--message-ms", type=float, default=33.0,
                         help="events per message, in ms at the chosen rate (default 33: the rpg DAVIS driver of "
                              "the dataset's bags; ros-event-camera drivers send 1)")
-    parser.add_argument("--estimator", nargs="+", choices=("process", "thread"), default=["process", "thread"],
+    parser.add_argument("--estimator", nargs="+", choices=("process", "thread"), default=["process"],
                         help="where the node runs the estimator: process (estimator_process true, the default) "
                              "or thread (false); each given one is measured")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/focus_ros_bench_depth"))
+    parser.add_argument("--parameters", nargs="*", default=[], metavar="NAME:=VALUE",
+                        help="more depth_node parameters, e.g. planes:=50")
     return parser.parse_args(argv)
 
 
-def slider_recording(duration_s: float, workdir: Path):
-    """Events and poses of the slider preset (seed 0), cached as .npz."""
-    cache = workdir / f"slider_{duration_s:g}s.npz"
+def recording_data(sequence: str, camera: str, duration_s: float, workdir: Path):
+    """Events and poses of a simulator preset (seed 0) seen by ``camera``, cached as .npz."""
+    cache = workdir / f"{sequence}_{camera}_{duration_s:g}s.npz"
     if cache.exists():
         data = np.load(cache)
         return {key: data[key] for key in data.files}
     from focus_ros.sources.simulator import simulate_preset
 
-    print(f"simulating {duration_s} s of the slider (cached in {cache}) ...", flush=True)
-    recording = simulate_preset("slider", duration_s=duration_s, seed=0)
+    print(f"simulating {duration_s} s of {sequence} on a {camera} (cached in {cache}) ...", flush=True)
+    recording = simulate_preset(sequence, duration_s=duration_s, seed=0, camera=camera)
     data = dict(x=recording.events.x, y=recording.events.y, t=recording.events.t, p=recording.events.p,
                 pose_t=recording.poses.t, position=recording.poses.position, orientation=recording.poses.orientation)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -87,7 +100,7 @@ def slider_recording(duration_s: float, workdir: Path):
     return data
 
 
-def schedule(data: dict, rate_mev_s: float, message_ms: float):
+def schedule(data: dict, rate_mev_s: float, message_ms: float, width: int, height: int):
     """(wall offset s, 'events' | 'pose', payload, last event index) in publishing order."""
     from focus_ros.events import Events
 
@@ -100,7 +113,7 @@ def schedule(data: dict, rate_mev_s: float, message_ms: float):
     for start in range(0, len(events), per_message):
         chunk = events[start:start + per_message]
         items.append(((int(chunk.t[-1]) - t0) / 1e9 * scale, 0, "events",
-                      codecs.encode_event_array(chunk, 180, 240, "dvs"), start + len(chunk) - 1))
+                      codecs.encode_event_array(chunk, height, width, "dvs"), start + len(chunk) - 1))
     step = max(int(round(1e9 / POSE_RATE_HZ / np.median(np.diff(data["pose_t"])))), 1)
     indices = np.union1d(np.arange(0, len(data["pose_t"]), step), [len(data["pose_t"]) - 1])
     for index in indices:
@@ -117,14 +130,31 @@ def schedule(data: dict, rate_mev_s: float, message_ms: float):
     return items, native_rate
 
 
-def run_once(data, rate_mev_s: float, keyframe_events: int, workdir: Path, message_ms: float,
-             estimator: str = "process") -> dict:
+def calibration_parameters(camera: str) -> list[str]:
+    """The camera's calibration as depth_node parameters (no camera_info is published)."""
+    from focus_ros.camera import SENSORS
+
+    c = SENSORS[camera].calibration()
+    values = dict(width=c.width, height=c.height, fx=c.fx, fy=c.fy, cx=c.cx, cy=c.cy,
+                  distortion=[float(v) for v in c.distortion])
+    return [argument for name, value in values.items() for argument in ("-p", f"calibration.{name}:={value}")]
+
+
+def run_once(data, rate_mev_s: float, keyframe_events, workdir: Path, message_ms: float,
+             estimator: str = "process", camera: str = "davis240c", parameters=()) -> dict:
     env = ros_environment()
     # a domain outside the tests' 1-100, so that tests running beside the benchmark are not heard
     env["ROS_DOMAIN_ID"] = os.environ.get("FOCUS_ROS_BENCH_DOMAIN_ID", "101")
     os.environ.update({key: env[key] for key in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE")})
-    items, native_rate = schedule(data, rate_mev_s, message_ms)
-    expected = len(data["t"]) // keyframe_events
+    from focus_ros.camera import SENSORS
+
+    calibration = SENSORS[camera].calibration()
+    items, native_rate = schedule(data, rate_mev_s, message_ms, calibration.width, calibration.height)
+    by_count = keyframe_events != "parallax"
+    expected = len(data["t"]) // int(keyframe_events) if by_count else None
+    keyframe_parameters = ["-p", f"keyframe_events:={int(keyframe_events)}", "-p", "keyframe_baseline_fraction:=0.0",
+                           "-p", "keyframe_max_rotation_deg:=0.0", "-p", "keyframe_merge_when_busy:=false"] \
+        if by_count else []
     context = rclpy.Context()
     rclpy.init(context=context)
     node = rclpy.create_node("bench_depth_node", context=context)
@@ -137,8 +167,9 @@ def run_once(data, rate_mev_s: float, keyframe_events: int, workdir: Path, messa
     poses_out = node.create_publisher(PoseStamped, "/optitrack/davis", 1000)
     process = NodeProcess([str(Path(sys.executable).parent / "depth_node"), "--ros-args", "--params-file",
                            str(ROOT / "config" / "depth_davis240c.yaml"), "-r", "events:=/dvs/events",
-                           "-r", "pose:=/optitrack/davis", "-p", "qos_reliability:=reliable",
-                           "-p", f"keyframe_events:={keyframe_events}",
+                           "-r", "pose:=/optitrack/davis", "-p", "qos_reliability:=reliable", *keyframe_parameters,
+                           *calibration_parameters(camera), "-p", "camera_info_topic:=/no_camera_info",
+                           *(argument for parameter in parameters for argument in ("-p", parameter)),
                            "-p", "keyframe_flush_idle_s:=0.0", "-p", "max_pending_keyframes:=100",
                            "-p", f"estimator_process:={'true' if estimator == 'process' else 'false'}",
                            "-p", "camera_info_timeout_s:=0.1"], env, workdir / "depth_node.log")
@@ -169,7 +200,16 @@ def run_once(data, rate_mev_s: float, keyframe_events: int, workdir: Path, messa
         finally:
             streaming.clear()
             collector.join()
-        spin_until(executor, lambda: len(clouds) >= expected, 60.0)
+        if by_count:
+            spin_until(executor, lambda: len(clouds) >= expected, 60.0)
+        else:  # until every keyframe offered is done (published or said to have no depth), or 60 s
+            def done():
+                values = _last_values(reports)
+                return values and int(values.get("keyframes_offered", 0)) > 0 and \
+                    int(values.get("keyframes_published", 0)) + int(values.get("keyframes_without_depth", 0)) + \
+                    int(values.get("keyframes_dropped", 0)) >= int(values.get("keyframes_offered", 0))
+            spin_until(executor, done, 60.0)
+            spin_until(executor, lambda: False, 1.5)  # one more report
         # until the node's reports count every event (or 10 s: then some were lost on the way)
         spin_until(executor, lambda: max(_report_values(reports[-1:], "events_received"), default=0)
                    >= len(data["t"]), 10.0)
@@ -178,31 +218,51 @@ def run_once(data, rate_mev_s: float, keyframe_events: int, workdir: Path, messa
         executor.shutdown()
         node.destroy_node()
         rclpy.shutdown(context=context)
-    # the message holding keyframe i's last event ((i + 1) K - 1): the first published index >= it
-    last_indices = np.array(sorted(published_s))
+    values = _last_values(reports)
     latencies = []
-    for index, (arrived, _) in enumerate(clouds[:expected]):
-        last_event = (index + 1) * keyframe_events - 1
-        message_index = last_indices[np.searchsorted(last_indices, last_event)]
-        latencies.append(arrived - published_s[message_index])
-    values = {}
-    for report in reports:
-        for status in report.status:
-            if "depth" in status.name:
-                values = {kv.key: kv.value for kv in status.values}
+    if by_count:
+        # the message holding keyframe i's last event ((i + 1) K - 1): the first published index >= it
+        last_indices = np.array(sorted(published_s))
+        for index, (arrived, _) in enumerate(clouds[:expected]):
+            last_event = (index + 1) * int(keyframe_events) - 1
+            message_index = last_indices[np.searchsorted(last_indices, last_event)]
+            latencies.append(arrived - published_s[message_index])
+    else:
+        expected = int(values.get("keyframes_offered", 0))
+    node_latency_max_s = max((v for v in _report_values(reports, "latency_max_ms") if v == v), default=float("nan"))
+    node_latency_max_s /= 1e3
+    node_latencies_ms = [v for v in _report_values(reports, "latency_ms") if v == v]
+    round_trips = [v for v in _report_values(reports, "round_trip_ms_per_keyframe") if v == v]
     ms_per_keyframe = [float(v) for v in _report_values(reports, "processing_ms_per_keyframe") if v == v]
     last_cloud_s = clouds[min(len(clouds), expected) - 1][0] - started if clouds and expected else float("nan")
-    return dict(expected=expected, received=len(clouds), stream_s=stream_s, offered_kf_s=rate_mev_s * 1e6 / keyframe_events,
+    without_depth = int(values.get("keyframes_without_depth", 0))
+    return dict(expected=expected, received=len(clouds) + without_depth, without_depth=without_depth,
+                stream_s=stream_s, offered_kf_s=expected / stream_s if not by_count else
+                rate_mev_s * 1e6 / int(keyframe_events), node_latency_max_s=node_latency_max_s,
+                rate_received_mev_s=int(values.get("events_received", 0)) / stream_s / 1e6,
                 keyframes_s=min(len(clouds), expected) / last_cloud_s if expected else float("nan"),
-                latency_median_s=statistics.median(latencies) if latencies else float("nan"),
-                latency_max_s=max(latencies) if latencies else float("nan"),
+                latency_median_s=statistics.median(latencies) if latencies else
+                statistics.median(node_latencies_ms) / 1e3 if node_latencies_ms else float("nan"),
+                latency_max_s=max(latencies) if latencies else node_latency_max_s,
                 ms_per_keyframe=statistics.median(ms_per_keyframe) if ms_per_keyframe else float("nan"),
                 dropped=int(values.get("keyframes_dropped", 0)), native_rate=native_rate,
+                merged=int(values.get("keyframes_merged", 0)),
+                round_trip_ms=statistics.median(round_trips) if round_trips else float("nan"),
                 events_received=int(values.get("events_received", 0)), events_sent=len(data["t"]))
 
 
-def offline_ms_per_keyframe(data, keyframe_events: int, repeats: int = 2) -> float:
-    """The estimator alone on the first keyframes, in this process (median ms)."""
+def _last_values(reports) -> dict:
+    """The key/values of the depth node's latest /diagnostics status ({} before the first)."""
+    for report in reversed(reports):
+        for status in report.status:
+            if "depth" in status.name:
+                return {kv.key: kv.value for kv in status.values}
+    return {}
+
+
+def offline_ms_per_keyframe(data, keyframe_events, camera: str, repeats: int = 2, planes: int = 100) -> float:
+    """The estimator alone on keyframes of the first events, in this process (median ms); for
+    'parallax' keyframes of 300,000 events (about what the node's keyframes hold at 1-3 Mev/s)."""
     from focus_ros.camera import Calibration
     from focus_ros.estimators.depth import DepthEstimator, DepthSettings
     from focus_ros.events import Events
@@ -210,7 +270,11 @@ def offline_ms_per_keyframe(data, keyframe_events: int, repeats: int = 2) -> flo
 
     events = Events.from_arrays(data["x"], data["y"], data["t"], data["p"])
     trajectory = Trajectory(data["pose_t"], data["position"], data["orientation"])
-    estimator = DepthEstimator(Calibration.davis240c(), DepthSettings())
+    from focus_ros.camera import SENSORS
+
+    keyframe_events = 300_000 if keyframe_events == "parallax" else int(keyframe_events)
+    estimator = DepthEstimator(SENSORS[camera].calibration() if camera != "davis240c" else Calibration.davis240c(),
+                               DepthSettings(planes=planes))
     estimator.estimate(events[:keyframe_events], trajectory)  # compiled / cached
     times = []
     for index in range(repeats):
@@ -231,37 +295,44 @@ def _report_values(reports, key):
 def main(argv=None) -> int:
     args = parse_arguments(argv)
     args.workdir.mkdir(parents=True, exist_ok=True)
-    data = slider_recording(args.duration, args.workdir)
-    print(f"slider: {len(data['t']):,} events over {(data['t'][-1] - data['t'][0]) / 1e9:.2f} s, messages of "
+    data = recording_data(args.sequence, args.camera, args.duration, args.workdir)
+    print(f"{args.sequence} on a {args.camera}: {len(data['t']):,} events over {(data['t'][-1] - data['t'][0]) / 1e9:.2f} s, messages of "
           f"{args.message_ms:g} ms; "
           f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start")
     rows = []
     offline = {}
     for keyframe_events in args.keyframe_events:
-        offline[keyframe_events] = offline_ms_per_keyframe(data, keyframe_events)
-        print(f"K {keyframe_events:,}: offline {offline[keyframe_events]:.0f} ms/keyframe", flush=True)
+        planes = [int(p.split(":=")[1]) for p in args.parameters if p.startswith("planes:=")]
+        offline[keyframe_events] = offline_ms_per_keyframe(data, keyframe_events, args.camera,
+                                                           planes=planes[0] if planes else 100)
+        print(f"K {keyframe_events}: offline {offline[keyframe_events]:.0f} ms/keyframe", flush=True)
         for rate in args.rates:
             # the paths alternate run by run, so that both see the same moments of the machine's load
             runs = {estimator: [] for estimator in args.estimator}
             for _ in range(args.runs):
                 for estimator in args.estimator:
                     runs[estimator].append(run_once(data, rate, keyframe_events, args.workdir, args.message_ms,
-                                                    estimator))
+                                                    estimator, args.camera, args.parameters))
                     r = runs[estimator][-1]
-                    print(f"K {keyframe_events:,} at {rate} Mev/s, {estimator}: {r['received']}/{r['expected']} "
+                    print(f"K {keyframe_events} at {rate} Mev/s, {estimator}: {r['received']}/{r['expected']} "
+                          f"keyframes ({r['without_depth']} without depth, {r['dropped']} dropped, {r['merged']} "
+                          f"merged while the estimator was busy; round trip {r['round_trip_ms']:.0f} ms), events received "
+                          f"at {r['rate_received_mev_s']:.2f} Mev/s, worst latency in the node "
+                          f"{r['node_latency_max_s']:.2f} s; "
                           f"keyframes, latency median {r['latency_median_s']:.2f} s max {r['latency_max_s']:.2f} s, "
                           f"{r['ms_per_keyframe']:.0f} ms/keyframe", flush=True)
             for estimator, results in runs.items():
                 rows.append((keyframe_events, rate, estimator, results))
             r = results[-1]
-            print(f"K {keyframe_events:,} at {rate} Mev/s: {r['received']}/{r['expected']} keyframes, "
+            print(f"K {keyframe_events} at {rate} Mev/s: {r['received']}/{r['expected']} keyframes, "
                   f"{r['events_received']:,}/{r['events_sent']:,} events received, streamed in {r['stream_s']:.1f} s, "
                   f"latency median {r['latency_median_s']:.2f} s max {r['latency_max_s']:.2f} s, "
                   f"{r['ms_per_keyframe']:.0f} ms/keyframe", flush=True)
     print(f"\nload average at the end {os.getloadavg()[0]:.1f}\n")
-    print("| events/keyframe | rate (Mev/s) | estimator | keyframes published | events received | keyframes/s: "
-          "sustained (offered, capacity) | latency median (s) | latency max (s) | ms/keyframe in node (offline) |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| keyframes | rate (Mev/s) | estimator | keyframes done/offered | events received | keyframes/s: "
+          "sustained (offered, capacity) | latency median (s) | latency max (s) | worst latency in the node (s) "
+          "| ms/keyframe in node (offline) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for keyframe_events, rate, estimator, results in rows:
         def span(key, fmt):
             values = [r[key] for r in results]
@@ -270,9 +341,10 @@ def main(argv=None) -> int:
         received = "; ".join(f"{r['received']}/{r['expected']}" for r in results)
         events = "; ".join(f"{100 * r['events_received'] / r['events_sent']:.0f} %" for r in results)
         capacity = 1e3 / statistics.median(r["ms_per_keyframe"] for r in results)
-        print(f"| {keyframe_events:,} | {rate} | {estimator} | {received} | {events} | {span('keyframes_s', '{:.2f}')} "
+        print(f"| {keyframe_events} | {rate} | {estimator} | {received} | {events} | {span('keyframes_s', '{:.2f}')} "
               f"({results[0]['offered_kf_s']:.2f}, {capacity:.2f}) | {span('latency_median_s', '{:.2f}')} | "
-              f"{span('latency_max_s', '{:.2f}')} | {span('ms_per_keyframe', '{:.0f}')} ({offline[keyframe_events]:.0f}) |")
+              f"{span('latency_max_s', '{:.2f}')} | {span('node_latency_max_s', '{:.2f}')} | "
+              f"{span('ms_per_keyframe', '{:.0f}')} ({offline[keyframe_events]:.0f}) |")
     return 0
 
 

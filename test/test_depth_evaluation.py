@@ -5,6 +5,7 @@ simulated slider sequence, and `focus-ros evaluate-depth` end to end."""
 from __future__ import annotations
 
 import csv
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -22,7 +23,12 @@ CALIBRATION = Calibration.davis240c()
 #: the losses of the paper's slider_depth figure (supplementary, "Semi-dense 3D Reconstruction")
 PAPER_FIGURE_LOSSES = ("local_variance", "local_mean_square", "local_mean_absolute_deviation", "gradient_magnitude",
                        "laplacian_of_gaussian", "difference_of_gaussians", "laplacian_magnitude", "area_exponential")
-SETTINGS = DepthSettings()
+#: the protocol of EVALUATION.md's loss tables (issue 9): 100 planes over a fixed 0.45-2.4 m and the
+#: fixed share of the observed pixels (the 20 % most confident), so that the losses are compared at
+#: one density; the selection rules of issue 25 (tuned on the default loss) are tested in
+#: test/test_depth_selection.py
+SETTINGS = DepthSettings(z_min_m=0.45, z_max_m=2.4, auto_depth_range=False, min_confidence_rank=0.8,
+                         min_contrast=0.0, max_rival_ratio=1.0, border_planes=0, support_neighbours=0)
 #: spacing of the DSI planes in inverse depth (1/m): 100 planes uniform in 1/Z over 0.45-2.4 m
 PLANE_SPACING = (1 / SETTINGS.z_min_m - 1 / SETTINGS.z_max_m) / (SETTINGS.planes - 1)
 #: the slider scene's farthest surface (m): relative error of one plane step is largest there
@@ -43,7 +49,8 @@ def slider_evaluation(slider_recording):
     polarity, one keyframe of 400,000 events."""
     methods = list(PAPER_FIGURE_LOSSES) + ["variance", "mean_absolute_deviation", "variance_of_laplacian", MAX_VOTE]
     assert set(methods) - {MAX_VOTE} <= set(PATCH_LOSSES)
-    return evaluate_depth(slider_recording, methods, ("without",), keyframes=1, events_per_keyframe=400_000)
+    return evaluate_depth(slider_recording, methods, ("without",), keyframes=1, events_per_keyframe=400_000,
+                          settings=SETTINGS)
 
 
 def rows_by_method(evaluation):
@@ -156,7 +163,7 @@ def test_max_vote_and_the_losses_read_the_same_dsi(slider_recording):
     """Without median filter the published depth is the refined peak of the scores; the
     max-vote depth must lie between the neighbours of the vote maximum of the DSI the
     evaluation kept, and the focus loss's between those of its scores on that same DSI."""
-    settings = DepthSettings(median_filter_px=1)
+    settings = replace(SETTINGS, median_filter_px=1)
     evaluation = evaluate_depth(slider_recording, ["local_variance", MAX_VOTE], ("without",), keyframes=1,
                                 events_per_keyframe=200_000, settings=settings)
     votes = evaluation.dsi_votes["without"]

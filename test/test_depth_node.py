@@ -117,10 +117,17 @@ def ros(tmp_path, monkeypatch):
         yield session
 
 
-def start_depth_node(ros, *ros_args):
-    """depth_node with its params file, the DAVIS and OptiTrack topics, reliable QoS."""
-    return ros.start("depth_node", "-r", "events:=/dvs/events", "-r", "pose:=/optitrack/davis", *ros_args,
-                     params_file=PARAMS_FILE, reliable=True)
+#: keyframes by event count only (keyframe_events), not by parallax, each queued as cut: for the tests that
+#: count keyframes
+BY_EVENTS = ("-p", "keyframe_baseline_fraction:=0.0", "-p", "keyframe_max_rotation_deg:=0.0",
+             "-p", "keyframe_merge_when_busy:=false")
+
+
+def start_depth_node(ros, *ros_args, by_events=True):
+    """depth_node with its params file, the DAVIS and OptiTrack topics, reliable QoS; keyframes by
+    event count unless ``by_events`` is false (then by parallax, the default)."""
+    return ros.start("depth_node", "-r", "events:=/dvs/events", "-r", "pose:=/optitrack/davis",
+                     *(BY_EVENTS if by_events else ()), *ros_args, params_file=PARAMS_FILE, reliable=True)
 
 
 def last_values(ros):
@@ -364,7 +371,8 @@ def test_bag_replayed_into_depth_node_gives_ground_truth_depth_and_the_offline_c
     # offline: `focus-ros depth` on the same bag with the same settings -> the same clouds
     output = tmp_path / "offline"
     result = subprocess.run([executable("focus-ros"), "depth", str(bag), "-o", str(output), "--keyframe-events",
-                             str(E2E_KEYFRAME_EVENTS), "--no-pictures", "--quiet"], capture_output=True, text=True, env=node_env(ros),
+                             str(E2E_KEYFRAME_EVENTS), "--keyframe-baseline-fraction", "0", "--keyframe-max-rotation",
+                             "0", "--no-pictures", "--quiet"], capture_output=True, text=True, env=node_env(ros),
                             timeout=300)
     assert result.returncode == 0, result.stderr
     with open(output / "keyframes.csv") as handle:

@@ -135,3 +135,30 @@ def test_memory_bound_and_pose_batch_error_bound():
     assert fine.pose_batch_error_px < dsi.pose_batch_error_px / 10
     # the same votes up to that bound: the DSIs' per-plane sums agree closely
     np.testing.assert_allclose(fine.votes.sum(axis=(0, 1)), dsi.votes.sum(axis=(0, 1)), rtol=0.02)
+
+
+def test_a_1280x720_keyframe_stays_within_512_mib_and_finds_its_plane():
+    """Issue 21 item 5: a keyframe of an IMX636 (1280x720) with the default settings stays under
+    512 MiB of Python-side memory at its peak (DSI, focus bands, peaks, selection, points),
+    measured with tracemalloc (numpy registers its buffers there), and still reads the plane's
+    depth. The DSI takes fewer planes than the 100 asked for: as many as fit in max_dsi_bytes."""
+    import tracemalloc
+
+    from focus_ros.camera import SENSORS
+    from focus_ros.estimators.depth import DepthEstimator, DepthSettings
+
+    calibration = SENSORS["imx636"].calibration()
+    plane = plane_events(calibration, depth_m=1.5, event_count=300_000, duration_s=0.5, speed_m_s=0.2,
+                         points=20_000, seed=3)
+    tracemalloc.start()
+    try:
+        estimator = DepthEstimator(calibration, DepthSettings(auto_depth_range=False, z_min_m=0.5, z_max_m=5.0))
+        keyframe = estimator.estimate(plane.events, plane.trajectory)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert estimator.dsi.nbytes <= 256 * 2**20 and 20 <= estimator.planes < 100
+    assert peak < 512 * 2**20, f"peak {peak / 2**20:.0f} MiB"
+    depths = keyframe.depth_m[keyframe.mask]
+    assert keyframe.point_count > 1000
+    assert np.median(np.abs(depths - 1.5) / 1.5) < 0.02

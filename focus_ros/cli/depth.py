@@ -2,29 +2,36 @@
 
 Reads an Event Camera Dataset folder (events.txt, calib.txt, groundtruth.txt) or a ROS 1 /
 ROS 2 bag (events, camera_info, geometry_msgs/PoseStamped or nav_msgs/Odometry poses) as
-a stream, cuts it into keyframes (every K events or every B metres of camera travel),
-builds the DSI of each keyframe's reference view (the pose at the middle of its events)
-and reads depth from the focus of the chosen loss on 3x3 patches (or EMVS's max vote).
+a stream, cuts it into keyframes by parallax (a keyframe ends when the camera has travelled a
+fraction of the scene depth or turned too far; or every B metres, or at most K events),
+builds the DSI of each keyframe's reference view (the pose at the middle of its events, its
+planes over the depths the previous keyframe saw) and reads depth from the focus of the
+chosen loss on 3x3 patches (or EMVS's max vote).
 Writes into OUTPUT, per keyframe NNNN: keyframe_NNNN_depth.npy (float32 m, NaN unknown,
 on the undistorted pinhole grid), keyframe_NNNN_depth.png (near red, far blue, over the
 event image), keyframe_NNNN_confidence.npy / .png, keyframe_NNNN_points.ply (world
-frame, x y z float32 + confidence); and points.ply (all keyframes) and keyframes.csv
-(reference time, pose, counts, timing, warnings).
+frame, x y z float32 + confidence); and points.ply (all keyframes), map.ply (the fused map:
+the mean point of every voxel that keyframes agree on, confidence = how many; what depth_node
+publishes on depth/map), points_agreed.ply (the points of points.ply in those voxels) and
+keyframes.csv (reference time, pose, counts, depth range, timing, warnings).
 """
 
 from __future__ import annotations
 
 import csv
+import math
 import sys
 from pathlib import Path
 
 import numpy as np
 
 from focus_ros.cli import UserError
-from focus_ros.estimators.depth import DepthSettings, KeyframeSelector, depth_method_names
+from focus_ros.cli._output import replaced_on_success
+from focus_ros.estimators.depth import (KEYFRAME_BASELINE_FRACTION, KEYFRAME_MAX_EVENTS, KEYFRAME_MAX_ROTATION_DEG,
+                                        DepthSettings, KeyframeSelector, depth_method_names)
 
 CSV_COLUMNS = ("keyframe", "t_ref", "px", "py", "pz", "qx", "qy", "qz", "qw", "events", "votes", "points",
-               "parallax_px", "pose_batch_error_px", "seconds", "warning")
+               "parallax_px", "pose_batch_error_px", "z_min", "z_max", "seconds", "warning")
 _DEFAULTS = DepthSettings()
 
 
@@ -33,8 +40,10 @@ def add_arguments(parser) -> None:
                                          "or a ROS 2 bag folder")
     parser.add_argument("-o", "--output", default="depth_output", help="output folder (default depth_output)")
     parser.add_argument("--calib", help="calib.txt or ROS camera YAML (default: the sequence's own)")
-    parser.add_argument("--width", type=int, default=240, help="sensor width for calib.txt (px, default 240)")
-    parser.add_argument("--height", type=int, default=180, help="sensor height for calib.txt (px, default 180)")
+    parser.add_argument("--width", type=int, default=None, help="sensor width for calib.txt (px; default: the "
+                                                                "size the bag's event messages declare, else 240)")
+    parser.add_argument("--height", type=int, default=None, help="sensor height for calib.txt (px; default: the "
+                                                                 "size the bag's event messages declare, else 180)")
     parser.add_argument("--topic", default=None, help="bag event topic (default: found by message type)")
     parser.add_argument("--poses", default=None, help="poses: a groundtruth.txt (t px py pz qx qy qz qw) or a "
                                                      "bag (default: the sequence's groundtruth.txt or pose topic)")
@@ -50,8 +59,15 @@ def add_arguments(parser) -> None:
                              f"one of: {', '.join(depth_method_names())}")
     parser.add_argument("--polarity", action="store_true", help="votes carry the polarity (+-1)")
     parser.add_argument("--planes", type=int, default=_DEFAULTS.planes, help=f"depth planes (default {_DEFAULTS.planes})")
-    parser.add_argument("--z-min", type=float, default=_DEFAULTS.z_min_m, help=f"nearest plane, m (default {_DEFAULTS.z_min_m})")
-    parser.add_argument("--z-max", type=float, default=_DEFAULTS.z_max_m, help=f"farthest plane, m (default {_DEFAULTS.z_max_m})")
+    parser.add_argument("--z-min", type=float, default=_DEFAULTS.z_min_m,
+                        help=f"nearest plane, m; without --fixed-depth-range the nearest the planes may go "
+                             f"(default {_DEFAULTS.z_min_m})")
+    parser.add_argument("--z-max", type=float, default=_DEFAULTS.z_max_m,
+                        help=f"farthest plane, m; without --fixed-depth-range the farthest the planes may go "
+                             f"(default {_DEFAULTS.z_max_m})")
+    parser.add_argument("--fixed-depth-range", action="store_true",
+                        help="planes over --z-min..--z-max for every keyframe (default: over the depths the "
+                             "previous keyframe saw, with a margin)")
     parser.add_argument("--patch-size", type=int, default=_DEFAULTS.patch_size_px, help="focus patch side, odd px (default 3)")
     parser.add_argument("--patch-sigma", type=float, default=_DEFAULTS.patch_sigma_px,
                         help="Gaussian sigma of the patch weights, px (default 1)")
@@ -62,12 +78,39 @@ def add_arguments(parser) -> None:
     parser.add_argument("--min-confidence-rank", type=float, default=_DEFAULTS.min_confidence_rank,
                         help="lowest confidence rank kept among the observed pixels, 0-1 "
                              f"(default {_DEFAULTS.min_confidence_rank}: at most the top 20 %%)")
+    parser.add_argument("--min-contrast", type=float, default=_DEFAULTS.min_contrast,
+                        help="lowest focus contrast kept, relative to the keyframe's median; 0 = off "
+                             f"(default {_DEFAULTS.min_contrast:g})")
+    parser.add_argument("--max-rival-ratio", type=float, default=_DEFAULTS.max_rival_ratio,
+                        help="highest contrast of a second focus peak along the ray, as a share of the best; "
+                             f"1 = off (default {_DEFAULTS.max_rival_ratio:g})")
+    parser.add_argument("--border-planes", type=int, default=_DEFAULTS.border_planes,
+                        help="drop depths peaking this close to the DSI's ends, planes "
+                             f"(default {_DEFAULTS.border_planes})")
+    parser.add_argument("--support-neighbours", type=int, default=_DEFAULTS.support_neighbours,
+                        help="radius outlier removal: neighbours within 2 px and 2 %% of the depth a point needs; "
+                             f"0 = off (default {_DEFAULTS.support_neighbours})")
     parser.add_argument("--median", type=int, default=_DEFAULTS.median_filter_px,
                         help="median filter side on the depth map, odd px, 1 = none (default 5)")
-    parser.add_argument("--keyframe-events", type=int, default=1_000_000,
-                        help="events per keyframe (default 1000000)")
+    parser.add_argument("--keyframe-events", type=int, default=KEYFRAME_MAX_EVENTS,
+                        help=f"most events per keyframe (default {KEYFRAME_MAX_EVENTS})")
+    parser.add_argument("--keyframe-baseline-fraction", type=float, default=KEYFRAME_BASELINE_FRACTION,
+                        help="keyframes by parallax: a keyframe ends when the camera travelled this fraction of the "
+                             "scene depth (the last keyframe's median); 0 = off "
+                             f"(default {KEYFRAME_BASELINE_FRACTION:g})")
+    parser.add_argument("--keyframe-max-rotation", type=float, default=KEYFRAME_MAX_ROTATION_DEG,
+                        help="a keyframe also ends when the camera turned this far, deg; 0 = off "
+                             f"(default {KEYFRAME_MAX_ROTATION_DEG:g})")
     parser.add_argument("--keyframe-baseline", type=float, default=None,
-                        help="also end a keyframe when the camera has moved this far, m (default: off)")
+                        help="a keyframe ends when the camera has moved this far, m, instead of the fraction of "
+                             "the scene depth (default: off)")
+    parser.add_argument("--dsi-max-events", type=int, default=_DEFAULTS.dsi_max_events,
+                        help="a keyframe with more events votes with every k-th of them (a compute budget); "
+                             f"0 = every event (default {_DEFAULTS.dsi_max_events})")
+    parser.add_argument("--map-voxel", type=float, default=0.01,
+                        help="voxel side of the fused map map.ply, m (default 0.01)")
+    parser.add_argument("--map-min-keyframes", type=int, default=2,
+                        help="keyframes that must agree on a voxel of map.ply (default 2; 1 = every point)")
     parser.add_argument("--trim-to-poses", action="store_true",
                         help="drop events outside the poses' time span instead of stopping with an error")
     parser.add_argument("--max-keyframes", type=int, default=None, help="stop after this many keyframes")
@@ -114,11 +157,36 @@ def load_trajectory(sequence: Path, poses=None, pose_topic=None, time_offset_ms:
     return Trajectory.from_bag(source, pose_topic, camera_from_body, offset_ns)
 
 
+def _distance_colors(points: np.ndarray, origin: np.ndarray) -> np.ndarray:
+    """Map colours: near red, far blue by distance (m) from ``origin`` over the 2-98 % range seen."""
+    from focus_ros.depth.pictures import depth_colors
+
+    if not len(points):
+        return np.empty((0, 3), np.uint8)
+    distance = np.linalg.norm(points - origin, axis=1)
+    near, far = np.quantile(distance, [0.02, 0.98])
+    return depth_colors(distance, max(float(near), 1e-3), max(float(far), float(near) * 1.01 + 1e-3))
+
+
+def keyframe_selector(args, settings: DepthSettings) -> KeyframeSelector:
+    """The keyframe rules of the options: by parallax (default), by a fixed baseline, by events."""
+    rotation = math.radians(args.keyframe_max_rotation) if args.keyframe_max_rotation > 0 else None
+    fraction = args.keyframe_baseline_fraction if args.keyframe_baseline is None and args.keyframe_baseline_fraction \
+        else None
+    selector = KeyframeSelector(args.keyframe_events, args.keyframe_baseline, min_events=settings.min_events,
+                                max_rotation_rad=rotation, baseline_fraction=fraction)
+    # until a keyframe has shown the scene: the geometric middle of the depths searched
+    selector.set_scene_depth(math.sqrt(settings.z_min_m * settings.z_max_m))
+    return selector
+
+
 def run(args) -> int:
     from tqdm import tqdm
 
-    from focus_ros.depth.pictures import confidence_picture, depth_colors, depth_picture, event_image, write_png
-    from focus_ros.depth.ply import PlyAppender, write_ply
+    from focus_ros.depth.fusion import VoxelMap
+    from focus_ros.depth.pictures import (depth_colors, depth_picture, event_image, with_confidence_scale,
+                                          with_depth_colour_bar, write_png)
+    from focus_ros.depth.ply import PlyAppender, read_ply, write_ply
     from focus_ros.estimators.depth import DepthEstimator
     from focus_ros.events import NANOSECONDS_PER_SECOND
     from focus_ros.poses import matrix_to_quaternion
@@ -133,13 +201,17 @@ def run(args) -> int:
                                  patch_sigma_px=args.patch_sigma, threshold_block_px=args.threshold_block,
                                  threshold_offset=args.threshold_offset,
                                  min_confidence_rank=args.min_confidence_rank,
-                                 median_filter_px=args.median)
-        selector = KeyframeSelector(args.keyframe_events, args.keyframe_baseline, min_events=settings.min_events)
+                                 median_filter_px=args.median, min_contrast=args.min_contrast,
+                                 max_rival_ratio=args.max_rival_ratio, border_planes=args.border_planes,
+                                 support_neighbours=args.support_neighbours,
+                                 auto_depth_range=not args.fixed_depth_range, dsi_max_events=args.dsi_max_events)
+        selector = keyframe_selector(args, settings)
+        voxel_map = VoxelMap(args.map_voxel, args.map_min_keyframes, max_voxels=10_000_000)
     except ValueError as error:
         raise UserError(str(error).replace("use_polarity on", "--polarity").replace("use_polarity off", "no --polarity")) from None
     if args.max_keyframes is not None and args.max_keyframes < 1:
         raise UserError(f"--max-keyframes must be >= 1, got {args.max_keyframes}")
-    calibration = sequence_calibration(sequence, args.calib, args.width, args.height)
+    calibration = sequence_calibration(sequence, args.calib, args.width, args.height, args.topic)
     camera_from_body = _read_transform(args.camera_from_body) if args.camera_from_body else None
     trajectory = load_trajectory(sequence, args.poses, args.pose_topic, args.time_offset_ms, camera_from_body)
     estimator = DepthEstimator(calibration, settings)
@@ -151,7 +223,8 @@ def run(args) -> int:
     dropped = 0
     total_points = 0
     warnings = 0
-    with open(output / "keyframes.csv", "w", newline="") as handle, \
+    with replaced_on_success(output / "keyframes.csv") as keyframes_csv, \
+            open(keyframes_csv, "w", newline="") as handle, \
             PlyAppender(output / "points.ply", with_colors=True) as merged, \
             tqdm(unit="ev", unit_scale=True, disable=args.quiet, file=sys.stderr, desc="events") as progress:
         writer = csv.writer(handle)
@@ -163,21 +236,27 @@ def run(args) -> int:
             name = f"keyframe_{written:04d}"
             np.save(output / f"{name}_depth.npy", keyframe.depth_m)
             np.save(output / f"{name}_confidence.npy", keyframe.confidence)
-            colors = depth_colors(keyframe.depth_m[keyframe.pixels[:, 1], keyframe.pixels[:, 0]],
-                                  settings.z_min_m, settings.z_max_m)
+            depths = keyframe.depth_m[keyframe.pixels[:, 1], keyframe.pixels[:, 0]]
+            if len(depths):
+                selector.set_scene_depth(float(np.median(depths)))
+            voxel_map.add(keyframe.points_world)
+            z_near, z_far = keyframe.z_range_m
+            colors = depth_colors(depths, z_near, z_far)
             write_ply(output / f"{name}_points.ply", keyframe.points_world, keyframe.point_confidence, colors)
             merged.append(keyframe.points_world, keyframe.point_confidence, colors)
             if not args.no_pictures:
                 background = event_image(estimator.dsi.votes)
                 write_png(output / f"{name}_depth.png",
-                          depth_picture(keyframe.depth_m, background, settings.z_min_m, settings.z_max_m))
-                write_png(output / f"{name}_confidence.png", confidence_picture(keyframe.confidence))
+                          with_depth_colour_bar(depth_picture(keyframe.depth_m, background, z_near, z_far),
+                                                z_near, z_far))
+                write_png(output / f"{name}_confidence.png", with_confidence_scale(keyframe.confidence))
             pose = keyframe.world_from_camera
             quaternion = matrix_to_quaternion(pose[:3, :3])
             writer.writerow([written, f"{keyframe.t_ref_ns / NANOSECONDS_PER_SECOND:.9f}",
                              *(f"{v:.6f}" for v in pose[:3, 3]), *(f"{v:.9f}" for v in quaternion),
                              keyframe.event_count, keyframe.vote_count, keyframe.point_count,
                              f"{keyframe.parallax_px:.2f}", f"{keyframe.pose_batch_error_px:.3f}",
+                             f"{z_near:.3f}", f"{z_far:.3f}",
                              f"{keyframe.timing_s.get('total', 0.0):.3f}", keyframe.warning])
             handle.flush()
             if keyframe.warning:
@@ -189,7 +268,7 @@ def run(args) -> int:
             return args.max_keyframes is not None and written >= args.max_keyframes
 
         finished = False
-        for chunk in iter_sequence_events(sequence, args.topic):
+        for chunk in iter_sequence_events(sequence, args.topic, within=calibration):
             progress.update(len(chunk))
             if args.trim_to_poses and len(chunk):
                 inside = (chunk.t >= first_pose_ns) & (chunk.t <= last_pose_ns)
@@ -205,12 +284,21 @@ def run(args) -> int:
             rest = selector.flush()
             if rest is not None:
                 process(rest)
+    map_points, map_support = voxel_map.points()
+    origin = trajectory.interpolate([trajectory.t_range_ns[0]])[1][0]
+    write_ply(output / "map.ply", map_points, map_support, _distance_colors(map_points, origin))
+    # the keyframes' own points where keyframes agree: denser than the map's voxel means
+    every = read_ply(output / "points.ply")
+    points = np.column_stack([every["x"], every["y"], every["z"]]) if len(every["x"]) else np.empty((0, 3))
+    agreed = voxel_map.support_at(points) >= voxel_map.min_keyframes
+    write_ply(output / "points_agreed.ply", points[agreed], np.asarray(every["confidence"])[agreed],
+              _distance_colors(points[agreed], origin))
     if dropped:
         print(f"focus-ros depth: warning: dropped {dropped} events outside the poses' time span", file=sys.stderr)
     if written == 0:
         print(f"focus-ros depth: warning: {sequence} gave no keyframe (fewer than {settings.min_events} events "
               "with poses)", file=sys.stderr)
     if not args.quiet:
-        print(f"wrote {written} keyframes ({warnings} without depth), {total_points} points, to {output}",
-              file=sys.stderr)
+        print(f"wrote {written} keyframes ({warnings} without depth), {total_points} points, a map of "
+              f"{len(map_points)} points, to {output}", file=sys.stderr)
     return 0

@@ -55,6 +55,24 @@ def add_depth_settings_arguments(parser: argparse.ArgumentParser) -> None:
                             f"(default {defaults.median_filter_px})")
 
 
+def selection_description(settings) -> str:
+    """The selection rules of DepthSettings in words, for the report."""
+    rules = [f"relative focus contrast above the {settings.threshold_block_px}-px local mean "
+             f"+ {settings.threshold_offset:g}" if settings.min_confidence_rank == 0 else
+             f"confidence rank >= {settings.min_confidence_rank:g} and above the {settings.threshold_block_px}-px "
+             f"local mean rank + {settings.threshold_offset:g}"]
+    if settings.min_contrast > 0:
+        rules.append(f"contrast >= {settings.min_contrast:g} x the keyframe's median")
+    if settings.max_rival_ratio < 1:
+        rules.append(f"no second focus peak above {settings.max_rival_ratio:g} of the first")
+    if settings.border_planes > 0:
+        rules.append(f"peak not within {settings.border_planes} planes of the DSI's ends")
+    if settings.support_neighbours > 0:
+        rules.append(f"{settings.support_neighbours} neighbours within {settings.support_radius_px} px at the same "
+                     f"depth (within {100 * settings.support_tolerance:g} %)")
+    return ", ".join(rules)
+
+
 def depth_settings_from_args(args) -> object:
     """DepthSettings from the options of :func:`add_depth_settings_arguments` (UserError when invalid)."""
     from focus_ros.estimators.depth import DepthSettings
@@ -166,11 +184,11 @@ def _header(args, description, evaluation, settings) -> str:
         + (f"each {windows[0].stop - windows[0].start} events" if args.keyframe_baseline is None else
            f"each the events while the camera stays within {args.keyframe_baseline / 2:g} m of its reference "
            f"position ({', '.join(str(w.stop - w.start) for w in windows)} events)"),
-        f"- DSI: {settings.planes} planes, {settings.z_min_m:g}-{settings.z_max_m:g} m (uniform in inverse depth); "
-        f"{settings.patch_size_px}x{settings.patch_size_px} patches, Gaussian sigma {settings.patch_sigma_px:g} px; "
-        f"published: confidence rank >= {settings.min_confidence_rank:g} and above the "
-        f"{settings.threshold_block_px}-px local mean + {settings.threshold_offset:g}; median filter "
-        f"{settings.median_filter_px} px",
+        f"- DSI: {settings.planes} planes (uniform in inverse depth) "
+        + (f"over the depths each keyframe's scene shows, within {settings.z_min_m:g}-{settings.z_max_m:g} m; "
+           if settings.auto_depth_range else f"over {settings.z_min_m:g}-{settings.z_max_m:g} m; ")
+        + f"{settings.patch_size_px}x{settings.patch_size_px} patches, Gaussian sigma {settings.patch_sigma_px:g} px; "
+        f"published: {selection_description(settings)}; median filter {settings.median_filter_px} px",
         "- errors: |Z - Z_true| / Z_true on the published (semi-dense, median-filtered) points, pooled over "
         "keyframes; points on a depth edge are compared with the nearer side; density = points / reference "
         "pixels with ground truth; ms/keyframe = median of DSI build + depth from the DSI; equal density: each "

@@ -34,7 +34,7 @@ votes plane by plane, so that the slice being written stays in cache
 event by event into all planes makes nearly every vote a cache miss; BENCHMARKS.md,
 "Depth: DSI, focus on patches, keyframes"). The rays take
 28 bytes per event while a batch of events is added. ``max_bytes``
-(default 512 MiB) bounds it; larger requests raise ValueError saying what they would cost.
+(default 256 MiB) bounds it; larger requests raise ValueError saying what they would cost.
 """
 
 from __future__ import annotations
@@ -42,15 +42,15 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from focus_ros.camera import Calibration
 from focus_ros.events import Events
 
 #: EMVS's packet size: events that share one interpolated pose
 DEFAULT_EVENTS_PER_POSE = 1024
-#: default bound on the DSI's memory (bytes)
-DEFAULT_MAX_DSI_BYTES = 512 * 1024 * 1024
+#: default bound on the DSI's memory (bytes): half of the 512 MiB a keyframe may take
+DEFAULT_MAX_DSI_BYTES = 256 * 1024 * 1024
 
 
 def plane_depths_m(z_min_m: float, z_max_m: float, planes: int) -> np.ndarray:
@@ -73,7 +73,7 @@ def plane_depths_m(z_min_m: float, z_max_m: float, planes: int) -> np.ndarray:
 VOTE_BLOCK_EVENTS = 1 << 20
 
 
-@njit(cache=True, nogil=True, fastmath=True)
+@njit(cache=True, nogil=True, fastmath=True, parallel=True)
 def _rays(bearing_x, bearing_y, batch_starts, rotations, translations, inverse_depths, fx, fy, cx, cy,
           width, height, x0, y0, dx, dy, first_plane, end_plane):
     """Per event: its pixel on plane 0 (x0, y0) and step per plane (dx, dy) in the reference
@@ -82,7 +82,7 @@ def _rays(bearing_x, bearing_y, batch_starts, rotations, translations, inverse_d
     planes = len(inverse_depths)
     rho0 = inverse_depths[0]
     drho = (inverse_depths[planes - 1] - rho0) / (planes - 1)
-    for b in range(len(batch_starts) - 1):
+    for b in prange(len(batch_starts) - 1):
         r = rotations[b]
         tx, ty, tz = translations[b, 0], translations[b, 1], translations[b, 2]
         for k in range(batch_starts[b], batch_starts[b + 1]):
@@ -135,51 +135,61 @@ def _rays(bearing_x, bearing_y, batch_starts, rotations, translations, inverse_d
             end_plane[k] = min(planes, int(math.floor(high)) + 2)
 
 
-@njit(cache=True, nogil=True, fastmath=True)
+@njit(cache=True, nogil=True, fastmath=True, parallel=True)
 def _vote_block(x0, y0, dx, dy, first_plane, end_plane, weights, use_weights, votes):
-    """Bilinear votes of a block of events, plane by plane (votes: planes, height, width).
+    """Bilinear votes of a block of events, plane by plane (votes: planes, height, width), the
+    planes shared among numba's threads (each writes slices of its own: no two threads touch
+    one voxel, so no atomics and the same sums as one thread).
     Returns the number of votes cast (some tap inside the image)."""
     planes, height, width = votes.shape
+    cast_per_plane = np.zeros(planes, np.int64)
+    for i in prange(planes):
+        _vote_plane(x0, y0, dx, dy, first_plane, end_plane, weights, use_weights, votes[i], i, cast_per_plane)
+    return cast_per_plane.sum()
+
+
+@njit(cache=True, nogil=True, fastmath=True)
+def _vote_plane(x0, y0, dx, dy, first_plane, end_plane, weights, use_weights, plane, i, cast_per_plane):
+    """The votes of a block of events in plane i (height, width)."""
+    height, width = plane.shape
     xmax = width - 1.0
     ymax = height - 1.0
     cast = 0
-    for i in range(planes):
-        plane = votes[i]
-        for k in range(len(x0)):
-            if i < first_plane[k] or i >= end_plane[k]:
-                continue
-            w = weights[k] if use_weights else 1.0
-            px = x0[k] + i * dx[k]
-            py = y0[k] + i * dy[k]
-            if px >= 0.0 and py >= 0.0 and px < xmax and py < ymax:
-                ix = int(px)
-                iy = int(py)
-                ax = px - ix
-                ay = py - iy
-                low_row = (1.0 - ay) * w
-                high_row = ay * w
-                plane[iy, ix] += (1.0 - ax) * low_row
-                plane[iy, ix + 1] += ax * low_row
-                plane[iy + 1, ix] += (1.0 - ax) * high_row
-                plane[iy + 1, ix + 1] += ax * high_row
-                cast += 1
-                continue
-            if px <= -1.0 or py <= -1.0 or px >= width or py >= height:
-                continue
-            ix = int(math.floor(px))
-            iy = int(math.floor(py))
+    for k in range(len(x0)):
+        if i < first_plane[k] or i >= end_plane[k]:
+            continue
+        w = weights[k] if use_weights else 1.0
+        px = x0[k] + i * dx[k]
+        py = y0[k] + i * dy[k]
+        if px >= 0.0 and py >= 0.0 and px < xmax and py < ymax:
+            ix = int(px)
+            iy = int(py)
             ax = px - ix
             ay = py - iy
-            if ix >= 0 and iy >= 0:
-                plane[iy, ix] += (1.0 - ax) * (1.0 - ay) * w
-            if ix + 1 < width and iy >= 0:
-                plane[iy, ix + 1] += ax * (1.0 - ay) * w
-            if ix >= 0 and iy + 1 < height:
-                plane[iy + 1, ix] += (1.0 - ax) * ay * w
-            if ix + 1 < width and iy + 1 < height:
-                plane[iy + 1, ix + 1] += ax * ay * w
+            low_row = (1.0 - ay) * w
+            high_row = ay * w
+            plane[iy, ix] += (1.0 - ax) * low_row
+            plane[iy, ix + 1] += ax * low_row
+            plane[iy + 1, ix] += (1.0 - ax) * high_row
+            plane[iy + 1, ix + 1] += ax * high_row
             cast += 1
-    return cast
+            continue
+        if px <= -1.0 or py <= -1.0 or px >= width or py >= height:
+            continue
+        ix = int(math.floor(px))
+        iy = int(math.floor(py))
+        ax = px - ix
+        ay = py - iy
+        if ix >= 0 and iy >= 0:
+            plane[iy, ix] += (1.0 - ax) * (1.0 - ay) * w
+        if ix + 1 < width and iy >= 0:
+            plane[iy, ix + 1] += ax * (1.0 - ay) * w
+        if ix >= 0 and iy + 1 < height:
+            plane[iy + 1, ix] += (1.0 - ax) * ay * w
+        if ix + 1 < width and iy + 1 < height:
+            plane[iy + 1, ix + 1] += ax * ay * w
+        cast += 1
+    cast_per_plane[i] = cast
 
 
 class DisparitySpaceImage:
@@ -189,7 +199,7 @@ class DisparitySpaceImage:
     calibration: the camera (events are undistorted through its bearing look-up table;
     the DSI uses its pinhole K on the undistorted grid); depths_m: plane depths (m), see
     :func:`plane_depths_m`; events_per_pose: events sharing one interpolated pose
-    (default 1024); max_bytes: memory bound (default 512 MiB).
+    (default 1024); max_bytes: memory bound (default 256 MiB).
     """
 
     def __init__(self, calibration: Calibration, depths_m: np.ndarray,
@@ -214,6 +224,15 @@ class DisparitySpaceImage:
         self.votes = np.moveaxis(self.slices, 0, -1)
         self._bearings = calibration.bearing_lut()
         self.reset()
+
+    def set_depths(self, depths_m: np.ndarray) -> None:
+        """New plane depths (m), as many as before (the memory is kept); zeroes the votes."""
+        depths_m = np.asarray(depths_m, dtype=np.float64)
+        if depths_m.shape != self.depths_m.shape or not np.all(depths_m > 0):
+            raise ValueError(f"set_depths needs {self.planes} positive plane depths (m)")
+        self.depths_m = depths_m
+        self.inverse_depths = 1.0 / depths_m
+        self.reset(self.t_ref_ns, self.world_from_reference)
 
     @property
     def planes(self) -> int:

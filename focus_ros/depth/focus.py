@@ -37,7 +37,7 @@ import math
 
 import cv2
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from focus_ros.losses import LOSSES, LossOptions, get_loss
 from focus_ros.losses import filters as loss_filters
@@ -286,13 +286,18 @@ def max_vote_scores(votes: np.ndarray) -> np.ndarray:
 # ------------------------------------------------------------------------------ peaks
 
 
-@njit(cache=True, nogil=True)
-def _peaks(scores, inverse_depths, refine, depth_out, confidence_out, index_out):
+#: planes either side of the peak that belong to it when looking for a rival peak along the ray (at least)
+RIVAL_SEPARATION_PLANES = 3
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _peaks(scores, inverse_depths, refine, separation, depth_out, confidence_out, index_out, rival_out):
+    """Rows shared among numba's threads (each row writes its own outputs)."""
     height, width, planes = scores.shape
     rho0 = inverse_depths[0]
     drho = (inverse_depths[planes - 1] - rho0) / (planes - 1)
-    curve = np.empty(planes, np.float64)
-    for y in range(height):
+    for y in prange(height):
+        curve = np.empty(planes, np.float64)
         for x in range(width):
             best = 0
             best_score = scores[y, x, 0]
@@ -311,11 +316,26 @@ def _peaks(scores, inverse_depths, refine, depth_out, confidence_out, index_out)
             depth_out[y, x] = 1.0 / (rho0 + position * drho)
             for i in range(planes):
                 curve[i] = scores[y, x, i]
-            confidence_out[y, x] = best_score - np.median(curve)
+            # the peak's own hill: ±separation planes, and on as long as the curve keeps falling
+            low = max(0, best - separation)
+            while low > 0 and curve[low - 1] <= curve[low]:
+                low -= 1
+            high = min(planes - 1, best + separation)
+            while high < planes - 1 and curve[high + 1] <= curve[high]:
+                high += 1
+            rival = -np.inf
+            for i in range(planes):
+                if (i < low or i > high) and curve[i] > rival:
+                    rival = curve[i]
+            median = np.median(curve)
+            contrast = best_score - median
+            confidence_out[y, x] = contrast
             index_out[y, x] = position
+            rival_out[y, x] = (rival - median) / contrast if contrast > 0.0 and rival > median else 0.0
 
 
-def focus_peaks(scores: np.ndarray, inverse_depths: np.ndarray, refine: bool = True):
+def focus_peaks(scores: np.ndarray, inverse_depths: np.ndarray, refine: bool = True, with_rival: bool = False,
+                rival_separation_planes: int = RIVAL_SEPARATION_PLANES):
     """For scores (H, W, planes): (depth (H, W) float32 m, confidence (H, W) float32, plane position (H, W) float32,
     fractional) of the highest score along every pixel's ray. ``refine``: a parabola through
     the peak and its two neighbours (in plane index, i.e. inverse depth).
@@ -323,11 +343,21 @@ def focus_peaks(scores: np.ndarray, inverse_depths: np.ndarray, refine: bool = T
     Confidence is the peak's contrast, the score at the peak minus the median score along
     the ray (score units). The paper takes the focus value at the peak; for the losses to
     maximise the two differ by the curve's floor, but for those to minimise (the areas) the
-    value at the peak is highest on empty patches, so the contrast is used for all."""
+    value at the peak is highest on empty patches, so the contrast is used for all.
+
+    ``with_rival`` adds a fourth array, the rival ratio (H, W) float32 in [0, 1]: the contrast
+    of the best score outside the peak's own hill, over the peak's contrast (0: one clear peak;
+    near 1: two depths focus about equally well, as on a pixel that only sees other edges' rays
+    pass by, or on a repeated texture). The hill: ``rival_separation_planes`` either side of
+    the peak (at least :data:`RIVAL_SEPARATION_PLANES`; the estimator widens it to two pixels
+    of parallax, since a peak is as wide as the patch's image sweeps), then on as long as the
+    curve keeps falling."""
     height, width, _ = scores.shape
     depth = np.empty((height, width), np.float32)
     confidence = np.empty((height, width), np.float32)
     index = np.empty((height, width), np.float32)
+    rival = np.empty((height, width), np.float32)
     rays = np.ascontiguousarray(scores, dtype=np.float32)  # one ray per (y, x), planes contiguous
-    _peaks(rays, np.asarray(inverse_depths, np.float64), bool(refine), depth, confidence, index)
-    return depth, confidence, index
+    _peaks(rays, np.asarray(inverse_depths, np.float64), bool(refine), int(rival_separation_planes), depth,
+           confidence, index, rival)
+    return (depth, confidence, index, rival) if with_rival else (depth, confidence, index)

@@ -3,7 +3,9 @@
 Colours as in the paper's Fig. (slider_depth): near red, far blue (OpenCV's JET map on
 inverse depth between 1/z_max and 1/z_min), drawn over the grey event image of the
 reference view. The confidence map is drawn in negative form like the paper: dark =
-high focus, white = low.
+high focus, white = low. :func:`with_depth_colour_bar` and :func:`with_confidence_scale` add
+the scale beside a picture (ticks in metres, in the loss's confidence units), so that a
+picture can be read alone.
 """
 
 from __future__ import annotations
@@ -56,6 +58,57 @@ def confidence_picture(confidence: np.ndarray) -> np.ndarray:
         level = np.clip((confidence[known] - low) / max(high - low, 1e-30), 0.0, 1.0)
         picture[known] = np.round(255.0 * (1.0 - level)).astype(np.uint8)
     return picture
+
+
+#: height of the text rows and width of the scale strip added beside a picture (px, before scaling)
+_SCALE_WIDTH_PX = 70
+
+
+def _with_scale(picture: np.ndarray, strip: np.ndarray, labels: list[tuple[float, str]], title: str,
+                upscale: int) -> np.ndarray:
+    """picture (H, W, 3) enlarged ``upscale`` times with a vertical colour strip (256, 3: top
+    colour first) and its labels ((position 0 top .. 1 bottom, text)) on the right, a title above."""
+    picture = cv2.resize(picture, None, fx=upscale, fy=upscale, interpolation=cv2.INTER_NEAREST)
+    height, width = picture.shape[:2]
+    top = 22
+    canvas = np.full((height + top, width + _SCALE_WIDTH_PX + 10, 3), 255, np.uint8)
+    canvas[top:, :width] = picture
+    bar = cv2.resize(strip[:, None, :], (14, height), interpolation=cv2.INTER_LINEAR)
+    canvas[top:, width + 6:width + 20] = bar
+    font = cv2.FONT_HERSHEY_SIMPLEX
+    for position, text in labels:
+        y = top + int(round(position * (height - 1)))
+        cv2.line(canvas, (width + 20, y), (width + 24, y), (0, 0, 0), 1)
+        cv2.putText(canvas, text, (width + 26, min(max(y + 4, top + 8), top + height - 2)), font, 0.35, (0, 0, 0), 1,
+                    cv2.LINE_AA)
+    cv2.putText(canvas, title, (4, 15), font, 0.4, (0, 0, 0), 1, cv2.LINE_AA)
+    return canvas
+
+
+def with_depth_colour_bar(picture: np.ndarray, z_min_m: float, z_max_m: float, upscale: int = 2) -> np.ndarray:
+    """A depth picture (from :func:`depth_picture` with the same range) with its colour bar:
+    near (red, top) to far (blue, bottom), ticks in metres (linear in inverse depth, as the colours)."""
+    levels = np.linspace(1.0, 0.0, 256)  # top: near
+    depths = 1.0 / (1.0 / z_max_m + levels * (1.0 / z_min_m - 1.0 / z_max_m))
+    strip = depth_colors(depths, z_min_m, z_max_m)
+    ticks = []
+    for fraction in np.linspace(0.0, 1.0, 6):
+        depth = 1.0 / (1.0 / z_min_m - fraction * (1.0 / z_min_m - 1.0 / z_max_m))
+        ticks.append((fraction, f"{depth:.2f} m"))
+    return _with_scale(picture, strip, ticks, "depth (m along the optical axis)", upscale)
+
+
+def with_confidence_scale(confidence: np.ndarray, upscale: int = 2) -> np.ndarray:
+    """The confidence picture (:func:`confidence_picture`, dark = high) with its grey scale in
+    the confidence's own units (the focus curve's peak contrast, loss units)."""
+    confidence = np.asarray(confidence, dtype=np.float64)
+    picture = confidence_picture(confidence)
+    known = confidence[np.isfinite(confidence)]
+    low, high = (known.min(), np.percentile(known, 99.0)) if known.size else (0.0, 1.0)
+    strip = np.repeat(np.linspace(0, 255, 256).astype(np.uint8)[:, None], 3, axis=1)  # top: dark = high
+    ticks = [(fraction, f"{high - fraction * (high - low):.3g}") for fraction in np.linspace(0.0, 1.0, 5)]
+    return _with_scale(np.repeat(picture[..., None], 3, axis=2), strip, ticks,
+                       "focus confidence (peak contrast; dark = high)", upscale)
 
 
 def write_png(path, rgb_or_grey: np.ndarray) -> None:

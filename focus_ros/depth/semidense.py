@@ -5,7 +5,14 @@
   Gaussian-weighted mean of its ``block_px``×``block_px`` neighbourhood, and ranks in
   the top share of the observed pixels (confidences compared by rank, so that the same
   settings give the same density whatever the loss);
+- :func:`relative_contrast`: the confidence over the scene's typical confidence (its median
+  over the observed pixels), a unitless focus contrast that one threshold serves for every
+  loss and every scene (:func:`contrast_threshold_mask` is EMVS's adaptive threshold on it:
+  a local Gaussian mean plus an offset);
 - :func:`median_filter_depth`: a median over the kept neighbours (removes spikes);
+- :func:`neighbour_support_mask`: radius outlier removal on the depth map: a kept pixel
+  needs enough kept neighbours whose depth agrees with its own (a 3-D radius that scales
+  with depth, found on the pixel grid instead of a k-d tree);
 - :func:`back_project`: kept pixels of the undistorted reference grid → world points.
 """
 
@@ -45,6 +52,64 @@ def adaptive_threshold_mask(confidence: np.ndarray, observed: np.ndarray, block_
     rank = confidence_rank(confidence, observed)
     local_mean = cv2.GaussianBlur(rank, (block_px, block_px), 0, borderType=cv2.BORDER_REPLICATE)
     return observed & (rank > local_mean + offset) & (rank >= min_rank)
+
+
+def relative_contrast(confidence: np.ndarray, observed: np.ndarray) -> np.ndarray:
+    """confidence / (median confidence of the observed pixels) (float32; 0 where not observed).
+    Unitless: 1 is a typical observed pixel of this keyframe, whatever the loss and its units."""
+    result = np.zeros(confidence.shape, np.float32)
+    values = np.asarray(confidence)[observed]
+    if values.size == 0:
+        return result
+    scale = float(np.median(values))
+    if not scale > 0:
+        scale = float(values.max()) if values.max() > 0 else 1.0
+    result[observed] = values / scale
+    return result
+
+
+def contrast_threshold_mask(contrast: np.ndarray, observed: np.ndarray, block_px: int = 5,
+                            offset: float = 0.0, minimum: float = 0.0) -> np.ndarray:
+    """EMVS's adaptive threshold on the relative contrast (:func:`relative_contrast`): kept
+    where it exceeds the Gaussian-weighted mean of its block_px × block_px neighbourhood
+    (unobserved pixels count 0) plus ``offset``, and is at least ``minimum``; only observed
+    pixels. block_px: odd ≥ 3."""
+    if block_px < 3 or block_px % 2 == 0:
+        raise ValueError(f"threshold block must be an odd number of px >= 3, got {block_px}")
+    local_mean = cv2.GaussianBlur(contrast, (block_px, block_px), 0, borderType=cv2.BORDER_REPLICATE)
+    return observed & (contrast > local_mean + offset) & (contrast >= minimum)
+
+
+@njit(cache=True, nogil=True)
+def _support(depth, mask, radius, tolerance, min_neighbours, out):
+    height, width = depth.shape
+    for y in range(height):
+        for x in range(width):
+            out[y, x] = False
+            if not mask[y, x]:
+                continue
+            z = depth[y, x]
+            count = 0
+            for yy in range(max(0, y - radius), min(height, y + radius + 1)):
+                for xx in range(max(0, x - radius), min(width, x + radius + 1)):
+                    if (yy != y or xx != x) and mask[yy, xx] and abs(depth[yy, xx] - z) <= tolerance * z:
+                        count += 1
+            out[y, x] = count >= min_neighbours
+
+
+def neighbour_support_mask(depth: np.ndarray, mask: np.ndarray, radius_px: int = 2, tolerance: float = 0.02,
+                           min_neighbours: int = 3) -> np.ndarray:
+    """Radius outlier removal: the kept pixels with at least ``min_neighbours`` other kept pixels
+    within ``radius_px`` (a square window) whose depth differs from theirs by at most
+    ``tolerance`` (fraction of the depth). The neighbours of a point within radius_px pixels and
+    that depth band lie within about (radius_px / f + tolerance) · Z of it in 3-D, so this is
+    3-D radius outlier removal with a radius proportional to depth. min_neighbours 0 = keep all."""
+    if min_neighbours <= 0:
+        return np.asarray(mask, bool).copy()
+    out = np.empty(depth.shape, np.bool_)
+    _support(np.ascontiguousarray(depth, dtype=np.float32), np.ascontiguousarray(mask, dtype=np.bool_),
+             int(radius_px), float(tolerance), int(min_neighbours), out)
+    return out
 
 
 @njit(cache=True, nogil=True)

@@ -12,14 +12,20 @@ Pipeline per keyframe ("Focus Is All You Need", Sec. 4.3 and supplementary "Semi
    on the Gaussian-weighted patch of every slice (``method="focus"``), or EMVS's baseline,
    the voxel's own votes (``method="max_vote"``); depth at the peak, refined by a parabola;
    the score at the peak is the confidence;
-4. semi-dense selection (:mod:`focus_ros.depth.semidense`): adaptive threshold on the
-   confidence map, median filter on the kept depths, back-projection to world points.
+4. semi-dense selection (:mod:`focus_ros.depth.semidense`): EMVS's adaptive threshold on the
+   relative focus contrast, a minimum contrast, no rival peak along the ray, not at the DSI's
+   border, median filter on the kept depths, radius outlier removal, back-projection to world
+   points (the rules and their defaults: :class:`DepthSettings`).
+
+With ``auto_depth_range`` the planes of a keyframe start at the depths the previous keyframe
+saw; a keyframe beyond ``dsi_max_events`` votes with every k-th event (a compute budget).
 
 A keyframe whose camera barely moved (pure rotation: no parallax) gets no depth and a
 ``warning`` saying so, instead of noise.
 
-:class:`KeyframeSelector` cuts an event stream into keyframes (every K events, or every B
-metres of camera travel), the same way for the ROS node and the command line.
+:class:`KeyframeSelector` cuts an event stream into keyframes (by parallax: a fraction of the
+scene depth travelled, or a rotation; or every B metres; at most K events), the same way for
+the ROS node and the command line.
 """
 
 from __future__ import annotations
@@ -32,13 +38,16 @@ import numpy as np
 
 from focus_ros.camera import Calibration
 from focus_ros.depth.dsi import DEFAULT_EVENTS_PER_POSE, DEFAULT_MAX_DSI_BYTES, DisparitySpaceImage, plane_depths_m
-from focus_ros.depth.focus import (MAX_VOTE, PATCH_LOSSES, PatchFocus, check_patch_loss, focus_peaks,
-                                   gaussian_patch_weights, max_vote_scores)
-from focus_ros.depth.semidense import adaptive_threshold_mask, back_project, median_filter_depth
+from focus_ros.depth.focus import (MAX_VOTE, PATCH_LOSSES, RIVAL_SEPARATION_PLANES, PatchFocus, check_patch_loss,
+                                   focus_peaks, gaussian_patch_weights, max_vote_scores)
+from focus_ros.depth.semidense import (adaptive_threshold_mask, back_project, contrast_threshold_mask,
+                                       median_filter_depth, neighbour_support_mask, relative_contrast)
 from focus_ros.events import Events
 from focus_ros.poses import Trajectory
 
 METHODS = ("focus", MAX_VOTE)
+#: bound on the focus scores held at once (bytes): the focus stage works on bands of rows
+FOCUS_BAND_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -55,17 +64,34 @@ class DepthSettings:
     method: "focus" (the paper: extremal focus of the patch loss) or "max_vote" (EMVS:
         the voxel with the most votes along the ray).
     planes: number of depth planes of the DSI (EMVS: 100).
-    z_min_m, z_max_m: depth range of the planes, m (default 0.45–2.4 m, the paper's
-        slider_depth figure); planes uniform in inverse depth.
+    z_min_m, z_max_m: depth range of the planes, m; planes uniform in inverse depth. With
+        auto_depth_range (default) the range searched: the first keyframe's planes span it, later
+        keyframes' the depths the previous one saw (:func:`depth_range_from_keyframe`); default
+        0.3–10 m (a DAVIS240C's 200 px focal length sees 0.3 px of parallax per 1 cm of baseline at 10 m).
+    auto_depth_range: the DSI's depth range from the scene (default True), or the fixed
+        [z_min_m, z_max_m] (False).
     patch_size_px: side of the focus patch, odd px (paper: 3).
     patch_sigma_px: σ of its Gaussian weights, px (default 1.0, favouring the centre as the
         paper's patch does; centre weight 1).
     refine_peak: parabola through the peak and its neighbours (sub-plane depth; default True).
     threshold_block_px: side of the adaptive threshold's Gaussian window, odd px (EMVS 5).
-    threshold_offset: a pixel is kept when the rank of its confidence among the observed
-        pixels (0–1) exceeds the Gaussian mean rank of its neighbourhood by this (default 0);
-    min_confidence_rank: and is at least this rank (default 0.8: at most the 20 % most
-        confident observed pixels; the same density for every loss).
+    threshold_offset: EMVS's adaptive threshold: a pixel is kept when its relative focus
+        contrast (confidence / the keyframe's median, :func:`~focus_ros.depth.semidense.relative_contrast`)
+        exceeds the Gaussian mean of its neighbourhood by this (default 0);
+    min_confidence_rank: and its confidence ranks at least this high among the observed
+        pixels (0–1; 0.8 = at most the 20 % most confident, a fixed share: the rule before
+        issue 25; default 0 = off);
+    min_contrast: and its relative contrast is at least this (default 1: a typical observed pixel);
+    max_rival_ratio: and no second peak along its ray, more than 3 planes away, reaches this share
+        of its peak's contrast (default 0.5; 1 = off): pixels that only see other edges' rays pass by
+        have several peaks;
+    border_planes: and its peak is not within this many planes of either end of the DSI (default 2;
+        a peak at the border is a depth outside the range, not a depth);
+    support_neighbours, support_radius_px, support_tolerance: radius outlier removal after the
+        median filter: a point needs this many published neighbours within support_radius_px px at
+        a depth within support_tolerance (fraction) of its own (default 5, 2 px, 2 %; 0 = off).
+    The defaults come from accuracy against density per rule on simulated slider and 6-DoF
+    sequences (EVALUATION.md, "Depth: selection rules"; benchmarks/eval_depth_selection.py).
     median_filter_px: side of the median filter on the kept depths, odd px (EMVS 5–15;
         default 5; 1 = none).
     events_per_pose: events sharing one interpolated pose in the DSI (EMVS: 1024).
@@ -73,7 +99,14 @@ class DepthSettings:
         keyframe is reported as having no parallax and gets no depth (default 1.0 px: with
         less, the nearest and farthest planes differ by under a pixel, and depth would be noise).
     min_events: keyframes with fewer events get no depth (default 1000).
-    max_dsi_bytes: memory bound of the DSI (default 512 MiB; 640×480×100 planes = 123 MB).
+    max_dsi_bytes: memory bound of the DSI (default 256 MiB): on a sensor where ``planes``
+        planes would need more, the estimator uses as many as fit (1280×720: 72 planes, each
+        3.7 MB; 640×480 and smaller: all 100), the parabola through the peak keeping the depth
+        sub-plane. With the focus stage's bands (FOCUS_BAND_BYTES) and the rays of a keyframe's
+        events (28 bytes each) a keyframe stays under 512 MiB (test/test_dsi.py measures it).
+    dsi_max_events: a compute budget: a keyframe with more events votes with every k-th of them
+        (k = ceil(events / dsi_max_events): uniform in time, deterministic), so that the time per
+        keyframe stays bounded whatever the event rate (default 400,000; 0 = every event).
     loss_options: the losses' LossOptions (None: defaults).
     """
 
@@ -81,19 +114,27 @@ class DepthSettings:
     use_polarity: bool = False
     method: str = "focus"
     planes: int = 100
-    z_min_m: float = 0.45
-    z_max_m: float = 2.4
+    z_min_m: float = 0.3
+    z_max_m: float = 10.0
     patch_size_px: int = 3
     patch_sigma_px: float = 1.0
     refine_peak: bool = True
     threshold_block_px: int = 5
     threshold_offset: float = 0.0
-    min_confidence_rank: float = 0.8
+    min_confidence_rank: float = 0.0
+    min_contrast: float = 1.0
+    max_rival_ratio: float = 0.5
+    border_planes: int = 2
     median_filter_px: int = 5
+    support_radius_px: int = 2
+    support_tolerance: float = 0.02
+    support_neighbours: int = 5
+    auto_depth_range: bool = True
     events_per_pose: int = DEFAULT_EVENTS_PER_POSE
     min_parallax_px: float = 1.0
     min_events: int = 1000
     max_dsi_bytes: int = DEFAULT_MAX_DSI_BYTES
+    dsi_max_events: int = 400_000
     loss_options: object = None
 
     def __post_init__(self) -> None:
@@ -115,6 +156,20 @@ class DepthSettings:
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
         if not 0.0 <= self.min_confidence_rank <= 1.0:
             raise ValueError(f"min_confidence_rank must be within 0-1, got {self.min_confidence_rank!r}")
+        if not 0.0 <= self.max_rival_ratio <= 1.0:
+            raise ValueError(f"max_rival_ratio must be within 0-1, got {self.max_rival_ratio!r}")
+        for name in ("min_contrast", "support_tolerance"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        for name in ("border_planes", "support_radius_px", "support_neighbours"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, np.integer)) and value >= 0):
+                raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+        if 2 * self.border_planes >= self.planes:
+            raise ValueError(f"border_planes {self.border_planes} leaves no plane of {self.planes}")
+        if not (isinstance(self.dsi_max_events, (int, np.integer)) and self.dsi_max_events >= 0):
+            raise ValueError(f"dsi_max_events must be an integer >= 0, got {self.dsi_max_events!r}")
         if self.events_per_pose < 1 or self.min_events < 1:
             raise ValueError("events_per_pose and min_events must be >= 1")
 
@@ -134,7 +189,8 @@ class DepthKeyframe:
     parallax_px: f · largest camera displacement from the reference · (1/z_min − 1/z_max);
     pose_batch_error_px: bound on the vote displacement from sharing one pose per batch;
     timing_s: seconds per stage ("dsi", "focus", "peaks", "select", "total");
-    warning: "" or why the keyframe has no depth (too few events, no parallax).
+    warning: "" or why the keyframe has no depth (too few events, no parallax);
+    z_range_m: (nearest, farthest) plane of the DSI it was computed with (m).
     """
 
     t_ref_ns: int
@@ -151,16 +207,91 @@ class DepthKeyframe:
     pose_batch_error_px: float = 0.0
     timing_s: dict = field(default_factory=dict)
     warning: str = ""
+    z_range_m: tuple = (float("nan"), float("nan"))
 
     @property
     def point_count(self) -> int:
         return len(self.points_world)
 
 
+@dataclass
+class FocusFeatures:
+    """Every pixel's focus curve reduced to its peak (H, W arrays): depth_m (float32 m, the
+    peak, refined), confidence (float32, the peak's contrast in loss units), plane (float32,
+    fractional plane index of the peak), rival (float32 0-1, see
+    :func:`focus_ros.depth.focus.focus_peaks`), observed (bool, some vote on the ray)."""
+
+    depth_m: np.ndarray
+    confidence: np.ndarray
+    plane: np.ndarray
+    rival: np.ndarray
+    observed: np.ndarray
+
+    @classmethod
+    def empty(cls, height: int, width: int) -> "FocusFeatures":
+        arrays = [np.empty((height, width), np.float32) for _ in range(4)]
+        return cls(*arrays, np.zeros((height, width), bool))
+
+
+#: auto_depth_range: the quantile of the published depths that sets the next keyframe's nearest
+#: plane, and the factor it is moved nearer by (a scene changes between keyframes)
+DEPTH_RANGE_QUANTILES = (0.02,)
+DEPTH_RANGE_MARGIN = 1.4
+#: fewest published points from which a keyframe's depths set the range
+DEPTH_RANGE_MIN_POINTS = 200
+
+
+def depth_range_from_keyframe(keyframe: "DepthKeyframe", settings: DepthSettings) -> tuple[float, float] | None:
+    """(z_min, z_max) m for the next keyframe's planes from a keyframe's published depths: the
+    nearest plane at their 2 % quantile over DEPTH_RANGE_MARGIN (within the search range), the
+    farthest at the search range's z_max_m. Only the near end adapts: planes are uniform in
+    inverse depth, so it is the near end that sets their spacing (0.3 m -> 0.6 m halves it; 4 m
+    -> 10 m at the far end changes it by a few %), and a far end fitted to a keyframe that saw
+    only near things would hide the far ones from every later keyframe. None when the keyframe
+    has too few points."""
+    if keyframe.point_count < DEPTH_RANGE_MIN_POINTS:
+        return None
+    depths = keyframe.depth_m[keyframe.pixels[:, 1], keyframe.pixels[:, 0]]
+    low = max(settings.z_min_m, float(np.quantile(depths, DEPTH_RANGE_QUANTILES[0])) / DEPTH_RANGE_MARGIN)
+    low = min(low, settings.z_max_m / 2.0)
+    return low, settings.z_max_m
+
+
+#: two peaks along a ray are rivals when their disparities differ by more than this (px)
+RIVAL_SEPARATION_PX = 2.0
+
+
+def rival_separation_planes(planes: int, parallax_px: float) -> int:
+    """Planes either side of a focus peak that belong to it: RIVAL_SEPARATION_PX of parallax
+    (the planes span parallax_px px of disparity), at least RIVAL_SEPARATION_PLANES."""
+    if not parallax_px > 0:
+        return planes
+    return max(RIVAL_SEPARATION_PLANES, int(math.ceil(RIVAL_SEPARATION_PX * (planes - 1) / parallax_px)))
+
+
+#: fewest planes the estimator reduces to on a large sensor (below, it asks for more memory instead)
+MIN_PLANES = 20
+
+
+def planes_within(calibration: Calibration, planes: int, max_dsi_bytes: int) -> int:
+    """``planes``, or as many as fit into max_dsi_bytes at the sensor's size (float32 voxels);
+    ValueError naming the fix when fewer than MIN_PLANES would."""
+    per_plane = calibration.width * calibration.height * 4
+    fit = int(max_dsi_bytes // per_plane)
+    if fit >= planes:
+        return int(planes)
+    if fit < MIN_PLANES:
+        raise ValueError(f"a DSI of {calibration.width}x{calibration.height} px needs {per_plane / 2**20:.1f} MiB per "
+                         f"plane: {max_dsi_bytes / 2**20:.0f} MiB hold {fit} planes, fewer than {MIN_PLANES} "
+                         "(raise max_dsi_bytes)")
+    return fit
+
+
 class DepthEstimator:
     """Depth of reference views from events and a :class:`~focus_ros.poses.Trajectory`.
 
-    One DSI (``settings.planes`` × sensor size float32) is allocated once and reused.
+    One DSI (:attr:`planes` × sensor size float32: ``settings.planes``, or fewer where they would
+    not fit in ``settings.max_dsi_bytes``) is allocated once and reused.
     :meth:`estimate` does the whole keyframe; :meth:`build_dsi` and :meth:`depth_from_dsi`
     expose the two halves (to score one DSI with several losses, or plot focus curves).
     """
@@ -169,10 +300,17 @@ class DepthEstimator:
         self.calibration = calibration
         self.settings = DepthSettings() if settings is None else settings
         settings = self.settings
-        self.depths_m = plane_depths_m(settings.z_min_m, settings.z_max_m, settings.planes)
+        self.planes = planes_within(calibration, settings.planes, settings.max_dsi_bytes)
+        self.depths_m = plane_depths_m(settings.z_min_m, settings.z_max_m, self.planes)
         self.dsi = DisparitySpaceImage(calibration, self.depths_m, settings.events_per_pose, settings.max_dsi_bytes)
         self.patch_weights = gaussian_patch_weights(settings.patch_size_px, settings.patch_sigma_px)
         self._focus_cache: dict = {}
+        self._fitted_range: tuple[float, float] | None = None  # auto_depth_range: planes for the next keyframe
+
+    def reset(self) -> None:
+        """Forget the depth range seen (auto_depth_range): the next keyframe searches the whole
+        [z_min_m, z_max_m] again (a new stream, another scene)."""
+        self._fitted_range = None
 
     def patch_focus(self, loss: str) -> PatchFocus:
         """The (cached) patch scorer of a registry loss with this estimator's patch weights."""
@@ -192,25 +330,84 @@ class DepthEstimator:
             t_ref_ns = int(events.t[0]) + (int(events.t[-1]) - int(events.t[0])) // 2
         trajectory.check_covers(min(int(events.t[0]), t_ref_ns), max(int(events.t[-1]), t_ref_ns), "events")
         polarity = self.settings.use_polarity if use_polarity is None else use_polarity
+        budget = self.settings.dsi_max_events
+        if budget and len(events) > budget:  # the compute budget: every k-th event, in time order
+            events = events[::math.ceil(len(events) / budget)]
         self.dsi.reset(int(t_ref_ns), trajectory.world_from_camera(int(t_ref_ns)))
         self.dsi.add_events(events, trajectory, use_polarity=polarity)
         return self.dsi
 
     def focus_scores(self, dsi: DisparitySpaceImage, method: str | None = None, loss: str | None = None) -> np.ndarray:
         """Scores (H, W, planes) float32, higher = sharper: ``sign · loss`` on patches, or votes."""
+        return self._scores(dsi.votes, bool(dsi.polarity), method, loss)
+
+    def _scores(self, votes: np.ndarray, polarity: bool, method: str | None, loss: str | None) -> np.ndarray:
         method = self.settings.method if method is None else method
         if method == MAX_VOTE:
-            return max_vote_scores(dsi.votes)
+            return max_vote_scores(votes)
         loss = self.settings.loss if loss is None else loss
-        check_patch_loss(loss, bool(dsi.polarity))
-        return self.patch_focus(loss).scores(dsi.votes)
+        check_patch_loss(loss, polarity)
+        return self.patch_focus(loss).scores(votes)
+
+    def focus_features(self, dsi: DisparitySpaceImage, method: str | None = None,
+                       loss: str | None = None, timing: dict | None = None) -> FocusFeatures:
+        """Every pixel's focus curve reduced to its peak (:class:`FocusFeatures`), computed in
+        bands of rows so that the scores in memory stay within :data:`FOCUS_BAND_BYTES` plus
+        a patch's halo, whatever the sensor size. ``timing``: seconds of the "focus" (scores) and
+        "peaks" stages are added to it."""
+        height, width, planes = dsi.votes.shape
+        radius = 0 if (method or self.settings.method) == MAX_VOTE else self.settings.patch_size_px // 2
+        rows = max(8, FOCUS_BAND_BYTES // (width * planes * 4))
+        features = FocusFeatures.empty(height, width)
+        separation = rival_separation_planes(planes, dsi.parallax_px())
+        for top in range(0, height, rows):
+            bottom = min(height, top + rows)
+            first, last = max(0, top - radius), min(height, bottom + radius)
+            started = time.perf_counter()
+            scores = self._scores(dsi.votes[first:last], bool(dsi.polarity), method, loss)
+            scored = time.perf_counter()
+            depth, confidence, plane, rival = focus_peaks(scores[top - first:bottom - first], dsi.inverse_depths,
+                                                          self.settings.refine_peak, True, separation)
+            if timing is not None:
+                timing["focus"] = timing.get("focus", 0.0) + scored - started
+                timing["peaks"] = timing.get("peaks", 0.0) + time.perf_counter() - scored
+            band = slice(top, bottom)
+            features.depth_m[band], features.confidence[band] = depth, confidence
+            features.plane[band], features.rival[band] = plane, rival
+            features.observed[band] = np.any(dsi.slices[:, band] != 0.0, axis=0)
+        return features
+
+    def select(self, features: FocusFeatures, settings: DepthSettings | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(mask of the published pixels, their filtered depth (H, W) float32 m, NaN elsewhere)
+        by the selection rules of ``settings`` (default the estimator's; see DepthSettings)."""
+        settings = self.settings if settings is None else settings
+        planes = self.dsi.planes
+        # a flat focus curve (no contrast, e.g. a constant patch) has no depth
+        peaked = features.observed & (features.confidence > 0.0)
+        contrast = relative_contrast(features.confidence, peaked)
+        if settings.min_confidence_rank > 0.0:  # a fixed share (the rule before issue 25): thresholds on ranks
+            mask = adaptive_threshold_mask(features.confidence, peaked, settings.threshold_block_px,
+                                           settings.threshold_offset, settings.min_confidence_rank)
+        else:  # EMVS's adaptive threshold, on the relative contrast
+            mask = contrast_threshold_mask(contrast, peaked, settings.threshold_block_px, settings.threshold_offset)
+        if settings.min_contrast > 0.0:
+            mask &= contrast >= settings.min_contrast
+        if settings.max_rival_ratio < 1.0:
+            mask &= features.rival <= settings.max_rival_ratio
+        if settings.border_planes > 0:
+            mask &= (features.plane >= settings.border_planes) & (features.plane <= planes - 1 - settings.border_planes)
+        depth = median_filter_depth(features.depth_m, mask, settings.median_filter_px)
+        if settings.support_neighbours > 0:
+            mask = neighbour_support_mask(depth, mask, settings.support_radius_px, settings.support_tolerance,
+                                          settings.support_neighbours)
+            depth = np.where(mask, depth, np.float32(np.nan)).astype(np.float32)
+        return mask, depth
 
     def depth_from_dsi(self, dsi: DisparitySpaceImage, method: str | None = None,
                        loss: str | None = None) -> DepthKeyframe:
         """Depth, confidence, semi-dense mask and world points from a built DSI."""
         settings = self.settings
         timing = {}
-        started = time.perf_counter()
         empty = self._empty_keyframe(dsi)
         if dsi.event_count < settings.min_events:
             empty.warning = f"too few events for depth: {dsi.event_count} < {settings.min_events}"
@@ -221,38 +418,51 @@ class DepthEstimator:
                              f"(parallax {parallax:.2f} px < {settings.min_parallax_px} px), "
                              "depth is unobservable (pure rotation?)")
             return empty
-        scores = self.focus_scores(dsi, method, loss)
-        timing["focus"] = time.perf_counter() - started
+        features = self.focus_features(dsi, method, loss, timing)
         mark = time.perf_counter()
-        depth, confidence, _ = focus_peaks(scores, dsi.inverse_depths, settings.refine_peak)
-        timing["peaks"] = time.perf_counter() - mark
-        mark = time.perf_counter()
-        observed = np.any(dsi.slices != 0.0, axis=0)
-        # a flat focus curve (no contrast, e.g. a constant patch) has no depth
-        peaked = observed & (confidence > 0.0)
-        mask = adaptive_threshold_mask(confidence, peaked, settings.threshold_block_px,
-                                       settings.threshold_offset, settings.min_confidence_rank)
-        filtered = median_filter_depth(depth, mask, settings.median_filter_px)
+        mask, filtered = self.select(features)
         points, pixels = back_project(filtered, self.calibration, dsi.world_from_reference)
-        confidence = np.where(observed, confidence, np.float32(np.nan)).astype(np.float32)
+        confidence = np.where(features.observed, features.confidence, np.float32(np.nan)).astype(np.float32)
         timing["select"] = time.perf_counter() - mark
         return DepthKeyframe(
             t_ref_ns=int(dsi.t_ref_ns), world_from_camera=dsi.world_from_reference.copy(), depth_m=filtered,
             confidence=confidence, mask=mask, points_world=points,
             point_confidence=confidence[pixels[:, 1], pixels[:, 0]].astype(np.float32), pixels=pixels,
             event_count=dsi.event_count, vote_count=dsi.vote_count, parallax_px=parallax,
-            pose_batch_error_px=dsi.pose_batch_error_px, timing_s=timing)
+            pose_batch_error_px=dsi.pose_batch_error_px, timing_s=timing,
+            z_range_m=(float(dsi.depths_m.min()), float(dsi.depths_m.max())))
 
     def estimate(self, events: Events, trajectory: Trajectory, t_ref_ns: int | None = None) -> DepthKeyframe:
         """The depth of the reference view at ``t_ref_ns`` (default: the middle of the
-        events' span) from one keyframe's events and the trajectory."""
+        events' span) from one keyframe's events and the trajectory. With
+        ``auto_depth_range`` the planes span the depths the previous keyframe saw (with a
+        margin); the first keyframe, or one after a keyframe without depth, is first
+        estimated over the whole [z_min_m, z_max_m] to find its range, then again."""
         started = time.perf_counter()
+        bootstrap = self.settings.auto_depth_range and self._fitted_range is None
+        if self.settings.auto_depth_range:
+            self._use_range(*(self._fitted_range or (self.settings.z_min_m, self.settings.z_max_m)))
         dsi = self.build_dsi(events, trajectory, t_ref_ns)
         dsi_seconds = time.perf_counter() - started
         keyframe = self.depth_from_dsi(dsi)
+        if self.settings.auto_depth_range:
+            fitted = depth_range_from_keyframe(keyframe, self.settings)
+            if bootstrap and fitted is not None:
+                self._use_range(*fitted)
+                mark = time.perf_counter()
+                dsi = self.build_dsi(events, trajectory, t_ref_ns)
+                dsi_seconds += time.perf_counter() - mark
+                keyframe = self.depth_from_dsi(dsi)
+                fitted = depth_range_from_keyframe(keyframe, self.settings) or fitted
+            self._fitted_range = fitted  # the next keyframe's planes (the DSI keeps this one's votes)
         keyframe.timing_s["dsi"] = dsi_seconds
         keyframe.timing_s["total"] = time.perf_counter() - started
         return keyframe
+
+    def _use_range(self, z_min_m: float, z_max_m: float) -> None:
+        """Planes uniform in inverse depth over [z_min_m, z_max_m] (same count, same memory)."""
+        self.depths_m = plane_depths_m(float(z_min_m), float(z_max_m), self.planes)
+        self.dsi.set_depths(self.depths_m)
 
     def _empty_keyframe(self, dsi: DisparitySpaceImage) -> DepthKeyframe:
         shape = (self.calibration.height, self.calibration.width)
@@ -265,28 +475,47 @@ class DepthEstimator:
             pose_batch_error_px=dsi.pose_batch_error_px)
 
 
+#: keyframes by parallax (the defaults of focus-ros depth and depth_node): a keyframe ends when the
+#: camera has travelled this fraction of the scene depth from where the keyframe began (chosen
+#: from 0.05 and 0.1 on the simulated sequences: twice the keyframes, a denser merged cloud at
+#: the same accuracy once keyframes must agree; EVALUATION.md, "Depth: selection rules") ...
+KEYFRAME_BASELINE_FRACTION = 0.05
+#: ... or turned this far (deg; the reference view's overlap with the current one shrinks), or
+#: after this many events (the DSI's memory and the latency stay bounded, e.g. a camera at rest)
+KEYFRAME_MAX_ROTATION_DEG = 15.0
+KEYFRAME_MAX_EVENTS = 2_000_000
+
+
 class KeyframeSelector:
     """Cuts an event stream into consecutive keyframes, for the node and the command line.
 
-    every_events: a keyframe holds this many events (default 1,000,000, the paper's
-    slider_depth reconstruction); every_baseline_m: if given, a keyframe ends as soon as
-    the camera has moved this far (m) from its position at the keyframe's first event
-    (checked every ``baseline_check_events`` events), or at ``every_events`` events,
-    whichever comes first. Memory: at most ``every_events`` buffered events.
+    every_events: a keyframe holds at most this many events; every_baseline_m: if given, a
+    keyframe ends as soon as the camera has moved this far (m) from its position at the
+    keyframe's first event; max_rotation_rad: if given, also as soon as it has turned this far
+    (rad) from its orientation there (checks every ``baseline_check_events`` events);
+    whichever comes first. Keyframes by parallax set every_baseline_m to a fraction of the
+    scene depth (:meth:`set_scene_depth`). Memory: at most ``every_events`` buffered events.
 
-    :meth:`push` takes the next events (and the trajectory, needed for the baseline
-    rule) and returns the completed keyframes' events; :meth:`flush` returns what is left
-    (at least ``min_events``) at the end of a stream.
+    :meth:`push` takes the next events (and the trajectory, needed for the motion rules) and
+    returns the completed keyframes' events; :meth:`flush` returns what is left (at least
+    ``min_events``) at the end of a stream.
     """
 
-    def __init__(self, every_events: int = 1_000_000, every_baseline_m: float | None = None,
-                 min_events: int = 1000, baseline_check_events: int = 1000):
+    def __init__(self, every_events: int = KEYFRAME_MAX_EVENTS, every_baseline_m: float | None = None,
+                 min_events: int = 1000, baseline_check_events: int = 1000, max_rotation_rad: float | None = None,
+                 baseline_fraction: float | None = None):
         if every_events < 1:
             raise ValueError(f"keyframe every_events must be >= 1, got {every_events}")
         if every_baseline_m is not None and not (math.isfinite(every_baseline_m) and every_baseline_m > 0):
             raise ValueError(f"keyframe every_baseline_m must be > 0 m, got {every_baseline_m}")
+        if max_rotation_rad is not None and not (math.isfinite(max_rotation_rad) and max_rotation_rad > 0):
+            raise ValueError(f"keyframe max_rotation must be > 0 rad, got {max_rotation_rad}")
+        if baseline_fraction is not None and not (math.isfinite(baseline_fraction) and baseline_fraction > 0):
+            raise ValueError(f"keyframe baseline fraction must be > 0, got {baseline_fraction}")
         self.every_events = int(every_events)
         self.every_baseline_m = every_baseline_m
+        self.max_rotation_rad = max_rotation_rad
+        self.baseline_fraction = baseline_fraction
         self.min_events = int(min_events)
         self.baseline_check_events = int(baseline_check_events)
         self._chunks: list[Events] = []
@@ -294,20 +523,42 @@ class KeyframeSelector:
         self._buffered = 0
         self._reset_baseline()
 
+    @classmethod
+    def by_parallax(cls, scene_depth_m: float, baseline_fraction: float = KEYFRAME_BASELINE_FRACTION,
+                    max_rotation_deg: float = KEYFRAME_MAX_ROTATION_DEG, max_events: int = KEYFRAME_MAX_EVENTS,
+                    min_events: int = 1000) -> "KeyframeSelector":
+        """Keyframes by parallax: baseline_fraction x the scene depth (m; updated with
+        :meth:`set_scene_depth` as keyframes come), max_rotation_deg, at most max_events."""
+        if not (math.isfinite(scene_depth_m) and scene_depth_m > 0):
+            raise ValueError(f"scene depth must be > 0 m, got {scene_depth_m}")
+        return cls(max_events, baseline_fraction * scene_depth_m, min_events,
+                   max_rotation_rad=math.radians(max_rotation_deg), baseline_fraction=baseline_fraction)
+
+    def set_scene_depth(self, depth_m: float) -> None:
+        """Keyframes by parallax: the baseline becomes baseline_fraction x depth_m (m) from the
+        next check on (e.g. the median depth of the last keyframe); ignored otherwise."""
+        if self.baseline_fraction is not None and math.isfinite(depth_m) and depth_m > 0:
+            self.every_baseline_m = self.baseline_fraction * float(depth_m)
+
     def _reset_baseline(self) -> None:
         self._next_sample = 0          # next event index (in the keyframe) to check for baseline
         self._start_position = None    # camera position at the keyframe's first event (m)
+        self._start_rotation = None    # camera orientation there (world_from_camera 3x3)
         self._start_uncovered = False  # no pose at the first event: only the event rule applies
 
     @property
     def buffered_events(self) -> int:
         return self._buffered
 
+    @property
+    def uses_motion(self) -> bool:
+        return self.every_baseline_m is not None or self.max_rotation_rad is not None
+
     def push(self, events: Events, trajectory: Trajectory | None = None) -> list[Events]:
         """Buffer ``events`` (time order); return the keyframes they complete. Each push
-        costs the new events' baseline samples, not the whole buffer (fine for 1-ms messages)."""
-        if self.every_baseline_m is not None and trajectory is None:
-            raise ValueError("the baseline keyframe rule needs the trajectory")
+        costs the new events' motion samples, not the whole buffer (fine for 1-ms messages)."""
+        if self.uses_motion and trajectory is None:
+            raise ValueError("keyframes by baseline or rotation: the selector needs the trajectory")
         completed = []
         if len(events):
             self._chunk_starts.append(self._buffered)
@@ -343,10 +594,21 @@ class KeyframeSelector:
             times[selected] = self._chunks[chunk].t[indices[selected] - starts[chunk]]
         return times
 
+    def _moved(self, rotations: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """Per sample: has the camera moved or turned beyond the rules since the keyframe began?"""
+        moved = np.zeros(len(positions), bool)
+        if self.every_baseline_m is not None:
+            moved |= np.linalg.norm(positions - self._start_position, axis=1) >= self.every_baseline_m
+        if self.max_rotation_rad is not None:
+            relative = np.einsum("ji,njk->nik", self._start_rotation, rotations)
+            cosine = np.clip((np.trace(relative, axis1=1, axis2=2) - 1.0) / 2.0, -1.0, 1.0)
+            moved |= np.arccos(cosine) >= self.max_rotation_rad
+        return moved
+
     def _keyframe_end(self, trajectory: Trajectory | None) -> int | None:
         """Index one past the keyframe's last event, or None when it is not complete yet."""
         limit = min(self._buffered, self.every_events)
-        if self.every_baseline_m is not None and trajectory is not None and len(trajectory) \
+        if self.uses_motion and trajectory is not None and len(trajectory) \
                 and not self._start_uncovered and self._next_sample < limit:
             first_pose, last_pose = trajectory.t_range_ns
             samples = np.arange(self._next_sample, limit, self.baseline_check_events)
@@ -358,12 +620,12 @@ class KeyframeSelector:
                         self._start_uncovered = True
                     times = times[:0]
                 else:
-                    self._start_position = trajectory.interpolate([t_first])[1][0]
+                    rotations, positions = trajectory.interpolate([t_first])
+                    self._start_rotation, self._start_position = rotations[0], positions[0]
             # samples beyond the last pose wait for more poses (a stream's poses may lag)
             covered = int(np.searchsorted(times, last_pose, side="right")) if len(times) else 0
             if covered:
-                _, positions = trajectory.interpolate(times[:covered])
-                moved = np.linalg.norm(positions - self._start_position, axis=1) >= self.every_baseline_m
+                moved = self._moved(*trajectory.interpolate(times[:covered]))
                 if moved.any():
                     return max(int(samples[int(np.argmax(moved))]), 1)
                 self._next_sample = int(samples[covered - 1]) + self.baseline_check_events
@@ -386,3 +648,4 @@ def warm_up(estimator: DepthEstimator) -> None:
                                 np.linspace(0, 100_000_000, count).astype(np.int64), np.ones(count))
     trajectory = Trajectory([0, 100_000_000], [[0.0, 0.0, 0.0], [0.1, 0.0, 0.0]], [[0.0, 0.0, 0.0, 1.0]] * 2)
     estimator.estimate(events, trajectory)
+    estimator.reset()  # the synthetic scene's depth range is not the camera's

@@ -10,7 +10,9 @@ Protocol
    keyframe's events are the ``events_per_keyframe`` events centred on its reference time
    (shifted to fit inside the sequence), or, with a keyframe baseline B, the events of the
    time around it during which the camera stays within B/2 of its reference position.
-2. **One DSI per keyframe and polarity mode** (the engine's ``DepthEstimator.build_dsi``),
+2. **One DSI per keyframe and polarity mode** (the engine's ``DepthEstimator.build_dsi``; with
+   ``auto_depth_range`` its planes over the depths the engine finds for that keyframe, as
+   ``DepthEstimator.estimate`` finds them for a first keyframe),
    scored by every method (``DepthEstimator.depth_from_dsi(dsi, method, loss)``): the
    max-vote baseline sees exactly the votes the focus losses see.
 3. **Ground truth on the estimate's grid** (:func:`ground_truth_on_reference_grid`): the
@@ -388,6 +390,9 @@ def evaluate_depth(recording, methods, polarity_modes=POLARITY_MODES, keyframes:
         if first_truth is None:
             first_truth = reference
         keyframe_events = events[window.start:window.stop]
+        if settings.auto_depth_range:  # the keyframe's planes over its scene's depths, as the engine finds them
+            estimator.reset()
+            estimator.estimate(keyframe_events, trajectory, window.t_ref_ns)
         for polarity in polarity_modes:
             use_polarity = polarity == "with"
             started = time.perf_counter()

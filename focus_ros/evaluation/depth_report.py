@@ -112,79 +112,103 @@ def depth_markdown(rows: list[DepthResult], polarity_modes=("without", "with")) 
 # ---------------------------------------------------------------------------------------- pictures
 
 
-def render_cloud(points_world: np.ndarray, colors: np.ndarray, world_from_reference: np.ndarray,
-                 yaw_deg: float = 25.0, pitch_deg: float = 15.0, pivot_m: float = 1.5, size=(270, 360)) -> np.ndarray:
-    """An RGB uint8 picture (height, width, 3) of a point cloud seen by a virtual pinhole camera:
-    the reference camera turned by ``yaw_deg`` about its vertical axis and ``pitch_deg`` to look
-    down, both about a point ``pivot_m`` in front of it (so the depth structure shows as in the
-    paper's point-cloud panels); points drawn far to near as 2×2 px dots in ``colors`` (M, 3)."""
-    height, width = size
-    picture = np.full((height, width, 3), 255, np.uint8)
-    if not len(points_world):
-        return picture
+def _depth_ticks(z_min_m: float, z_max_m: float, count: int = 6) -> np.ndarray:
+    """Depths (m) for colour-bar ticks, evenly spaced in inverse depth like the colours."""
+    return 1.0 / np.linspace(1.0 / z_min_m, 1.0 / z_max_m, count)
+
+
+def _depth_image(panel, depth_m: np.ndarray, z_min_m: float, z_max_m: float, background=None):
+    """Depth (m) as colours (jet on inverse depth: red near, blue far) over an optional grey
+    event image, with a colour bar whose ticks are in metres. Returns the colour bar."""
+    if background is not None:
+        panel.imshow(np.abs(background), cmap="gray_r", vmax=np.percentile(np.abs(background), 99.5) + 1e-9)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        inverse = np.where(np.isfinite(depth_m) & (depth_m > 0), 1.0 / depth_m, np.nan)
+    shown = panel.imshow(np.ma.masked_invalid(inverse), cmap="jet", vmin=1.0 / z_max_m, vmax=1.0 / z_min_m,
+                         interpolation="nearest")
+    bar = panel.figure.colorbar(shown, ax=panel, fraction=0.046, pad=0.02)
+    ticks = _depth_ticks(z_min_m, z_max_m)
+    bar.set_ticks(1.0 / ticks)
+    bar.set_ticklabels([f"{t:.2f}" for t in ticks])
+    bar.set_label("depth (m)", fontsize=7)
+    bar.ax.tick_params(labelsize=6)
+    return bar
+
+
+def _confidence_image(panel, confidence: np.ndarray):
+    """The confidence map (dark = high focus, as the paper) with its scale in the loss's units."""
+    known = confidence[np.isfinite(confidence)]
+    high = float(np.percentile(known, 99.0)) if known.size else 1.0
+    shown = panel.imshow(np.ma.masked_invalid(confidence), cmap="gray_r", vmin=0.0, vmax=max(high, 1e-12))
+    bar = panel.figure.colorbar(shown, ax=panel, fraction=0.046, pad=0.02)
+    bar.set_label("focus contrast (loss units)", fontsize=7)
+    bar.ax.tick_params(labelsize=6)
+
+
+def _cloud_top_view(panel, points_world: np.ndarray, depths_m: np.ndarray, world_from_reference: np.ndarray,
+                    z_min_m: float, z_max_m: float, max_points: int = 20000, seed: int = 0):
+    """A point cloud seen from above in the reference camera's frame: x (m, right) against z
+    (m, along the optical axis), coloured by depth like the depth maps, axes in metres."""
     rotation, position = world_from_reference[:3, :3], world_from_reference[:3, 3]
-    camera = (np.asarray(points_world, np.float64) - position) @ rotation  # reference camera frame
-    yaw, pitch = np.deg2rad(yaw_deg), np.deg2rad(pitch_deg)
-    turn = np.array([[np.cos(yaw), 0, -np.sin(yaw)], [0, 1, 0], [np.sin(yaw), 0, np.cos(yaw)]])
-    tilt = np.array([[1, 0, 0], [0, np.cos(pitch), np.sin(pitch)], [0, -np.sin(pitch), np.cos(pitch)]])
-    pivot = np.array([0.0, 0.0, pivot_m])
-    virtual = (camera - pivot) @ (tilt @ turn).T + pivot + np.array([0.0, 0.0, 0.8])  # step back 0.8 m
-    focal = 0.9 * width
-    keep = virtual[:, 2] > 0.05
-    u = np.round(focal * virtual[keep, 0] / virtual[keep, 2] + width / 2).astype(int)
-    v = np.round(focal * virtual[keep, 1] / virtual[keep, 2] + height / 2).astype(int)
-    order = np.argsort(-virtual[keep, 2])
-    u, v, shown = u[order], v[order], np.asarray(colors)[keep][order]
-    for du in (0, 1):
-        for dv in (0, 1):
-            inside = (u + du >= 0) & (u + du < width) & (v + dv >= 0) & (v + dv < height)
-            picture[v[inside] + dv, u[inside] + du] = shown[inside]
-    return picture
+    camera = (np.asarray(points_world, np.float64) - position) @ rotation
+    pick = np.random.default_rng(seed).permutation(len(camera))[:max_points]
+    panel.scatter(camera[pick, 0], camera[pick, 2], c=1.0 / np.asarray(depths_m)[pick], cmap="jet", s=0.5,
+                  vmin=1.0 / z_max_m, vmax=1.0 / z_min_m, linewidths=0)
+    panel.set_xlabel("x (m, right)", fontsize=7)
+    panel.set_ylabel("z (m, depth)", fontsize=7)
+    panel.tick_params(labelsize=6)
+    if len(pick):  # the bulk of the points, not the odd far one
+        low, high = np.percentile(camera[pick, 0], [1, 99])
+        panel.set_xlim(low - 0.1 * (high - low), high + 0.1 * (high - low))
+        panel.set_ylim(0.0, 1.1 * float(np.percentile(camera[pick, 2], 99)))
+    panel.grid(True, linewidth=0.3)
 
 
 def plot_depth_panels(evaluation, methods, path, polarity: str = "without", max_points: int = 20000,
                       title: str = "") -> Path:
     """Columns: ground truth, then each method of ``methods`` (first keyframe, one polarity
-    mode); rows: depth map over the event image, confidence map (dark = high focus), point
-    cloud in the world frame. Colours: near red, far blue, over the settings' depth range."""
-    from focus_ros.depth.pictures import confidence_picture, depth_picture, event_image
+    mode); rows: depth map over the event image (colour bar in metres), confidence map (dark =
+    high focus, its scale in the loss's units), point cloud seen from above in the reference
+    camera's frame (axes in metres). Colours: near red, far blue, over the settings' depth range."""
+    from focus_ros.depth.pictures import event_image
+    from focus_ros.depth.semidense import back_project
 
     settings = evaluation.settings
     z_range = (settings.z_min_m, settings.z_max_m)
     outcomes = [(m, evaluation.first_outcomes.get((m, polarity))) for m in methods]
     outcomes = [(m, o) for m, o in outcomes if o is not None]
+    if outcomes:  # the planes the keyframes were computed with (auto_depth_range: the scene's)
+        z_range = outcomes[0][1].keyframe.z_range_m
     votes = evaluation.dsi_votes[polarity]
     background = event_image(votes)
     truth = evaluation.first_truth
     columns = 1 + len(outcomes)
-    figure = plt.figure(figsize=(2.6 * columns, 6.0))
-    rng = np.random.default_rng(0)
+    figure, panels = plt.subplots(3, columns, figsize=(3.4 * columns, 7.5), squeeze=False)
 
-    def image_panel(row, column, image, label, cmap=None):
-        panel = figure.add_subplot(3, columns, row * columns + column + 1)
-        panel.imshow(image, cmap=cmap)
+    def image_axes(panel, label):
         panel.set_title(label, fontsize=8)
-        panel.axis("off")
+        panel.set_xticks([])
+        panel.set_yticks([])
 
-    # ground truth column: true depth everywhere, the event image, the true cloud
-    from focus_ros.depth.pictures import depth_colors
-    from focus_ros.depth.semidense import back_project
-    image_panel(0, 0, depth_picture(truth.depth_m, background, *z_range), "ground truth depth")
-    image_panel(1, 0, background, "event image (max |votes|)", cmap="gray_r")
+    _depth_image(panels[0, 0], truth.depth_m, *z_range, background)
+    image_axes(panels[0, 0], "ground truth depth")
+    panels[1, 0].imshow(background, cmap="gray_r")
+    image_axes(panels[1, 0], "event image (max |votes|)")
     if outcomes:
         pose = outcomes[0][1].keyframe.world_from_camera
         points, pixels = back_project(truth.depth_m, evaluation.calibration, pose)
-        pick = rng.permutation(len(points))[:max_points]
-        depths = truth.depth_m[pixels[pick, 1], pixels[pick, 0]]
-        image_panel(2, 0, render_cloud(points[pick], depth_colors(depths, *z_range), pose), "ground truth cloud")
+        _cloud_top_view(panels[2, 0], points, truth.depth_m[pixels[:, 1], pixels[:, 0]], pose, *z_range, max_points)
+        panels[2, 0].set_title("ground truth cloud (top view)", fontsize=8)
     for column, (method, outcome) in enumerate(outcomes, start=1):
         keyframe = outcome.keyframe
-        label = method_title(method)
-        image_panel(0, column, depth_picture(keyframe.depth_m, background, *z_range), label)
-        image_panel(1, column, confidence_picture(keyframe.confidence), "confidence (dark = high)", cmap="gray")
+        _depth_image(panels[0, column], keyframe.depth_m, *z_range, background)
+        image_axes(panels[0, column], method_title(method))
+        _confidence_image(panels[1, column], keyframe.confidence)
+        image_axes(panels[1, column], "confidence (dark = high)")
         depths = keyframe.depth_m[keyframe.pixels[:, 1], keyframe.pixels[:, 0]]
-        image_panel(2, column, render_cloud(keyframe.points_world, depth_colors(depths, *z_range),
-                                            keyframe.world_from_camera), f"point cloud, {len(depths)} points")
+        _cloud_top_view(panels[2, column], keyframe.points_world, depths, keyframe.world_from_camera, *z_range,
+                        max_points)
+        panels[2, column].set_title(f"point cloud, {len(depths)} points (top view)", fontsize=8)
     figure.suptitle(title, fontsize=9)
     figure.tight_layout()
     return _save(figure, path)
@@ -258,15 +282,27 @@ def plot_accuracy_versus_density(rows: list[DepthResult], path, polarity_modes=(
 
 def plot_cloud(points: np.ndarray, depth_m: np.ndarray, world_from_reference: np.ndarray, path, z_min_m: float,
                z_max_m: float, title: str) -> Path:
-    """All clouds (world frame, m) seen by a virtual camera turned about the middle keyframe's
-    view (the depth evaluation's rendering), near red, far blue."""
-    from focus_ros.depth.pictures import depth_colors
-
-    picture = render_cloud(points, depth_colors(depth_m, z_min_m, z_max_m), world_from_reference,
-                           size=(360, 480))
-    figure, axes = plt.subplots(figsize=(8, 6))
-    axes.imshow(picture)
-    axes.axis("off")
-    axes.set_title(f"{title}\n({len(points):,} points; red {z_min_m} m ... blue {z_max_m} m)")
-    figure.tight_layout()
+    """All clouds (world frame, m) in the middle keyframe's camera frame, seen from above (x
+    against depth z) and from the front (x against y), axes in metres, coloured by depth (near
+    red, far blue) with the colour bar in metres."""
+    rotation, position = world_from_reference[:3, :3], world_from_reference[:3, 3]
+    camera = (np.asarray(points, np.float64) - position) @ rotation
+    figure, (top, front) = plt.subplots(1, 2, figsize=(11, 5))
+    _cloud_top_view(top, points, depth_m, world_from_reference, z_min_m, z_max_m, max_points=100_000)
+    top.set_title("top view", fontsize=9)
+    pick = np.random.default_rng(0).permutation(len(camera))[:100_000]
+    shown = front.scatter(camera[pick, 0], camera[pick, 1], c=1.0 / np.asarray(depth_m)[pick], cmap="jet", s=0.5,
+                          vmin=1.0 / z_max_m, vmax=1.0 / z_min_m, linewidths=0)
+    front.invert_yaxis()  # camera y points down
+    front.set_xlabel("x (m, right)", fontsize=7)
+    front.set_ylabel("y (m, down)", fontsize=7)
+    front.set_aspect("equal", adjustable="datalim")
+    front.grid(True, linewidth=0.3)
+    front.set_title("front view (from the middle keyframe's camera)", fontsize=9)
+    bar = figure.colorbar(shown, ax=[top, front], fraction=0.03, pad=0.02)
+    ticks = _depth_ticks(z_min_m, z_max_m)
+    bar.set_ticks(1.0 / ticks)
+    bar.set_ticklabels([f"{t:.2f}" for t in ticks])
+    bar.set_label("depth (m)")
+    figure.suptitle(f"{title} ({len(points):,} points)", fontsize=10)
     return _save(figure, path)

@@ -8,8 +8,12 @@ and calibration fallbacks as the angular velocity node) and to camera poses: ``p
 camera-from-body transform (``camera_from_body.*``) turns body poses into camera poses.
 
 Events are held until poses cover them (bounded by ``max_held_events``); then a keyframe
-selector cuts keyframes every ``keyframe_events`` events or every ``keyframe_baseline_m``
-metres of camera travel, and the estimator builds each keyframe's disparity space image and its
+selector cuts keyframes by parallax (the camera travelled ``keyframe_baseline_fraction`` of the
+scene depth, the median depth of the last keyframe, or turned ``keyframe_max_rotation_deg``;
+or every ``keyframe_baseline_m`` metres; at most ``keyframe_events`` events). A keyframe
+completed while the estimator is still on an earlier one waits and is joined by the next
+(``keyframe_merge_when_busy``), so the keyframe rate follows the estimator and none is dropped.
+The estimator builds each keyframe's disparity space image and its
 depth from focus (:class:`~focus_ros.estimators.depth.DepthEstimator`) as the other nodes' do
 (:class:`~focus_ros.runtime.EstimatorRunner`): in a process of its own, the keyframe's
 events through shared memory and its poses pickled beside them (``estimator_process``, default;
@@ -19,12 +23,17 @@ counted in ``/diagnostics``. Per keyframe it publishes
 - ``depth/points`` (sensor_msgs/PointCloud2: float32 x, y, z in m, ``intensity`` = focus
   confidence, ``depth`` = m along the reference camera's optical axis), in the poses' world
   frame (``points_frame: world``) or the reference camera frame (``points_frame: camera``);
+- ``depth/map`` (sensor_msgs/PointCloud2, transient local, the poses' world frame): the map
+  fused from every keyframe's cloud (:class:`~focus_ros.depth.fusion.VoxelMap`: voxels that
+  ``map_min_keyframes`` keyframes agree on, ``intensity`` = how many; at most ``map_max_voxels``);
 - ``depth/image`` (sensor_msgs/Image 32FC1, m along the optical axis, NaN = unknown:
   REP-117/118) and ``depth/confidence`` (32FC1), frame and stamp of the reference view;
 - ``depth/image_color`` (rgb8, near red, far blue), only while someone subscribes;
-- ``/diagnostics`` once a second: events and poses received, keyframes published and
-  dropped, ms per keyframe (``processing_ms_per_keyframe``), points per keyframe, latency,
-  pose problems, estimator process and restarts.
+- ``/diagnostics`` once a second: events and poses received, keyframes offered, merged,
+  published and dropped, ms per keyframe (``processing_ms_per_keyframe``), points per keyframe,
+  the map's size, latency (median, and ``latency_max_ms``), pose problems, estimator process and
+  restarts; WARN / ERROR with the reason when most / all events of the last second were dropped
+  (poses ahead of or behind the events).
 
 Pose problems (none yet, stopped, late, out of order, jumping back) and bad event messages are
 logged once, counted in ``/diagnostics``, and the node carries on with the next good data.
@@ -32,6 +41,7 @@ logged once, counted in ``/diagnostics``, and the node carries on with the next 
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 import time
@@ -40,10 +50,13 @@ from collections import deque
 import numpy as np
 import rclpy
 from rcl_interfaces.msg import SetParametersResult
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import Image, PointCloud2
 
 from focus_ros.camera import Calibration
-from focus_ros.estimators.depth import DepthSettings, KeyframeSelector, depth_method_names
+from focus_ros.depth.fusion import VoxelMap
+from focus_ros.estimators.depth import (KEYFRAME_BASELINE_FRACTION, KEYFRAME_MAX_EVENTS, KEYFRAME_MAX_ROTATION_DEG,
+                                        DepthSettings, KeyframeSelector, depth_method_names)
 from focus_ros.runtime import EstimatorRunner, Job
 from focus_ros.events import NANOSECONDS_PER_SECOND, Events
 from focus_ros.poses import PoseError, Trajectory, pose_matrix, quaternion_to_matrix
@@ -127,6 +140,28 @@ class PoseGate:
         self.held_events = 0
 
 
+#: share of the events received in a diagnostics period that, dropped, makes the status WARN / ERROR
+DROPPED_WARN_SHARE = 0.5
+DROPPED_ERROR_SHARE = 0.99
+
+
+def dropped_events_problem(received: int, dropped: dict, reasons: dict) -> tuple[str, str] | None:
+    """("warn" | "error", why) when most (>= DROPPED_WARN_SHARE) or all (>= DROPPED_ERROR_SHARE) of
+    the ``received`` events of a period were dropped; ``dropped``: events dropped per cause,
+    ``reasons``: cause -> what it means and what fixes it. None when the node uses its input."""
+    total = sum(dropped.values())
+    if received <= 0 or total < DROPPED_WARN_SHARE * received:
+        return None
+    cause = max(dropped, key=dropped.get)
+    level = "error" if total >= DROPPED_ERROR_SHARE * received else "warn"
+    share = "all" if level == "error" else f"{100 * min(total / received, 1.0):.0f} %"
+    return level, f"dropping {share} of the events ({total} of {received} in the last period): {reasons[cause]}"
+
+
+#: longest a keyframe waits for the estimator to be free before it is queued anyway (s)
+MERGE_WAIT_MAX_S = 10.0
+
+
 def trajectory_segment(trajectory: Trajectory, t_first_ns: int, t_last_ns: int) -> Trajectory:
     """A copy of the camera poses that bracket [t_first_ns, t_last_ns] (events' clock), as a
     Trajectory of its own (already camera poses on the events' clock: no transform, no offset)."""
@@ -166,6 +201,11 @@ PARAMETERS = {
     "camera_frame_id": ("", "frame of the reference camera (depth images, camera-frame clouds); empty = the "
                         "events' frame", {}),
     "world_frame_id": ("", "frame of world-frame clouds; empty = the poses' header frame", {}),
+    "map_voxel_m": (0.01, "voxel side of the fused map depth/map (m)", {"float_range": (0.001, 10.0)}),
+    "map_min_keyframes": (2, "keyframes that must agree on a voxel (it or a neighbour) for it to be in depth/map; "
+                          "1 = every point", {"integer_range": (1, 64)}),
+    "map_max_voxels": (300_000, "bound on the fused map's voxels: beyond it those seen longest ago go first",
+                       {"integer_range": (1000, 100_000_000)}),
     "keyframe_flush_idle_s": (1.0, "when no events came for this long (s), the events collected since the "
                               "last keyframe (at least min_events) make one more keyframe, as at the end of "
                               "focus-ros depth; 0 = never", {"float_range": (0.0, 1e6)}),
@@ -179,8 +219,12 @@ DEPTH_PARAMETERS = {
     "use_polarity": (_DEPTH.use_polarity, "votes carry the event polarity (+-1) instead of 1", {}),
     "planes": (_DEPTH.planes, "depth planes of the DSI, uniform in inverse depth (EMVS: 100)",
                {"integer_range": (2, 1000)}),
-    "z_min_m": (_DEPTH.z_min_m, "nearest depth plane (m)", {"float_range": (0.01, 1000.0)}),
-    "z_max_m": (_DEPTH.z_max_m, "farthest depth plane (m)", {"float_range": (0.01, 1000.0)}),
+    "z_min_m": (_DEPTH.z_min_m, "nearest depth plane (m); with auto_depth_range the nearest the planes may go",
+                {"float_range": (0.01, 1000.0)}),
+    "z_max_m": (_DEPTH.z_max_m, "farthest depth plane (m); with auto_depth_range the farthest the planes may go",
+                {"float_range": (0.01, 1000.0)}),
+    "auto_depth_range": (_DEPTH.auto_depth_range, "planes over the depths the previous keyframe saw (with a "
+                         "margin) instead of the whole z_min_m-z_max_m", {}),
     "patch_size_px": (_DEPTH.patch_size_px, "side of the focus patch, odd (px; the paper: 3)",
                       {"integer_range": (1, 31)}),
     "patch_sigma_px": (_DEPTH.patch_sigma_px, "Gaussian sigma of the patch weights (px)",
@@ -191,17 +235,43 @@ DEPTH_PARAMETERS = {
                          "exceeds the local mean rank by this", {"float_range": (0.0, 1.0)}),
     "min_confidence_rank": (_DEPTH.min_confidence_rank, "lowest confidence rank kept among the observed pixels "
                             "(0-1; 0.8: at most the 20 % most confident)", {"float_range": (0.0, 1.0)}),
+    "min_contrast": (_DEPTH.min_contrast, "lowest focus contrast kept, relative to the keyframe's median "
+                     "(1 = a typical observed pixel); 0 = off", {"float_range": (0.0, 1000.0)}),
+    "max_rival_ratio": (_DEPTH.max_rival_ratio, "highest contrast of a second focus peak along the ray, as a share of "
+                        "the best; 1 = off", {"float_range": (0.0, 1.0)}),
+    "border_planes": (_DEPTH.border_planes, "depths peaking within this many planes of the DSI's ends are dropped",
+                      {"integer_range": (0, 100)}),
+    "support_neighbours": (_DEPTH.support_neighbours, "radius outlier removal: kept pixels need this many kept "
+                           "neighbours (within support_radius_px) at a depth within support_tolerance; 0 = off",
+                           {"integer_range": (0, 100)}),
+    "support_radius_px": (_DEPTH.support_radius_px, "radius outlier removal window radius (px)",
+                          {"integer_range": (1, 20)}),
+    "support_tolerance": (_DEPTH.support_tolerance, "radius outlier removal depth tolerance (fraction of the depth)",
+                          {"float_range": (0.0, 1.0)}),
     "median_filter_px": (_DEPTH.median_filter_px, "median filter on the kept depths, odd (px); 1 = none",
                          {"integer_range": (1, 51)}),
     "min_parallax_px": (_DEPTH.min_parallax_px, "keyframes with less parallax (px) get no depth (a camera at "
                         "rest or rotating only)", {"float_range": (0.0, 1000.0)}),
     "min_events": (_DEPTH.min_events, "keyframes with fewer events get no depth", {"integer_range": (1, 100_000_000)}),
-    "keyframe_events": (1_000_000, "events per keyframe (the paper's slider_depth: 1,000,000)",
-                        {"integer_range": (1000, 100_000_000)}),
-    "keyframe_baseline_m": (0.0, "> 0: also end a keyframe once the camera moved this far (m); 0 = off",
-                            {"float_range": (0.0, 1000.0)}),
+    "dsi_max_events": (_DEPTH.dsi_max_events, "compute budget: a keyframe with more events votes with every k-th "
+                       "(uniform in time) so that its time stays bounded; 0 = every event",
+                       {"integer_range": (0, 100_000_000)}),
+    "keyframe_events": (KEYFRAME_MAX_EVENTS, "most events per keyframe (a keyframe ends there whatever the "
+                        "motion)", {"integer_range": (1000, 100_000_000)}),
+    "keyframe_baseline_fraction": (KEYFRAME_BASELINE_FRACTION, "keyframes by parallax: a keyframe ends once the "
+                                   "camera travelled this fraction of the scene depth (the median depth of the "
+                                   "last keyframe); 0 = off", {"float_range": (0.0, 10.0)}),
+    "keyframe_max_rotation_deg": (KEYFRAME_MAX_ROTATION_DEG, "a keyframe also ends once the camera turned this far "
+                                  "(deg); 0 = off", {"float_range": (0.0, 360.0)}),
+    "keyframe_baseline_m": (0.0, "> 0: a keyframe ends once the camera moved this far (m), instead of the "
+                            "fraction of the scene depth", {"float_range": (0.0, 1000.0)}),
+    "keyframe_merge_when_busy": (True, "a keyframe completed while the estimator is still on an earlier one waits "
+                                 "and is joined by the next ones (up to keyframe_events): every event is used and "
+                                 "the latency stays bounded when keyframes come faster than they are computed; "
+                                 "false = each keyframe queued as cut (max_pending_keyframes, then dropped)", {}),
 }
-KEYFRAME_PARAMETERS = ("keyframe_events", "keyframe_baseline_m", "min_events")
+KEYFRAME_PARAMETERS = ("keyframe_events", "keyframe_baseline_fraction", "keyframe_max_rotation_deg",
+                       "keyframe_baseline_m", "min_events", "z_min_m", "z_max_m")
 
 
 class DepthNode(EstimatingNode):
@@ -227,14 +297,24 @@ class DepthNode(EstimatingNode):
         self._selector = self._new_selector()
         self._last_pose_received_s: float | None = None
         self._input_last_received_s = 0.0
+        self._last_event_t_ns: int | None = None
         self._last_released_s: float | None = None
         self._stats = dict(poses_received=0, poses_out_of_order=0, poses_invalid=0, pose_restarts=0,
-                           keyframes_published=0, keyframes_without_depth=0, last_points=0)
+                           keyframes_published=0, keyframes_without_depth=0, last_points=0, map_points=0,
+                           keyframes_offered=0, keyframes_done=0, keyframes_merged=0, latency_max_ms=float("nan"))
+        self._waiting: tuple[Events, float] | None = None  # a keyframe held while the estimator is busy
+        self._waiting_since_s: float | None = None
+        self._map = VoxelMap(value("map_voxel_m"), value("map_min_keyframes"), value("map_max_voxels"))
+        self._drop_counts_before = {"received": 0, "before_first_pose": 0, "waiting_for_poses": 0}
 
         self._outputs = {
             "points": self.create_publisher(PointCloud2, "depth/points", 5),
             "image": self.create_publisher(Image, "depth/image", 5),
             "confidence": self.create_publisher(Image, "depth/confidence", 5),
+            # the map as it stands, for rviz started later too
+            "map": self.create_publisher(PointCloud2, "depth/map", QoSProfile(
+                history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                durability=DurabilityPolicy.TRANSIENT_LOCAL)),
             "image_color": self.create_publisher(Image, "depth/image_color", 5),
         }
         # the estimator starts now (and runs every compiled stage once on a synthetic keyframe),
@@ -249,7 +329,7 @@ class DepthNode(EstimatingNode):
         self.create_subscription(self._pose_class, self._pose_topic, self._on_pose, 1000)
         self._input = EventInput(self, self._on_events, self._on_calibration, own_thread=True)  # off the executor
         self.add_on_set_parameters_callback(self._on_set_parameters)
-        self.create_timer(1.0, self._publish_diagnostics)
+        self.start_diagnostics(self._publish_diagnostics)
         self.create_timer(0.1, self._flush_if_idle)
         self.get_logger().info(
             f"waiting for {self._input.message_type} on '{self._input.events_topic}' and "
@@ -284,17 +364,36 @@ class DepthNode(EstimatingNode):
             patch_size_px=value("patch_size_px"), patch_sigma_px=value("patch_sigma_px"),
             threshold_block_px=value("threshold_block_px"), threshold_offset=value("threshold_offset"),
             min_confidence_rank=value("min_confidence_rank"), median_filter_px=value("median_filter_px"),
+            min_contrast=value("min_contrast"), max_rival_ratio=value("max_rival_ratio"),
+            border_planes=value("border_planes"), support_neighbours=value("support_neighbours"),
+            support_radius_px=value("support_radius_px"), support_tolerance=value("support_tolerance"),
+            auto_depth_range=value("auto_depth_range"), dsi_max_events=value("dsi_max_events"),
             min_parallax_px=value("min_parallax_px"), min_events=value("min_events"))
 
     def _new_selector(self, overrides: dict | None = None) -> KeyframeSelector:
         overrides = overrides or {}
         value = lambda name: overrides.get(name, self.get_parameter(name).value)  # noqa: E731
-        return KeyframeSelector(value("keyframe_events"), value("keyframe_baseline_m") or None,
-                                min_events=value("min_events"))
+        rotation = value("keyframe_max_rotation_deg")
+        fraction = None if value("keyframe_baseline_m") or not value("keyframe_baseline_fraction") \
+            else value("keyframe_baseline_fraction")
+        selector = KeyframeSelector(value("keyframe_events"), value("keyframe_baseline_m") or None,
+                                    min_events=value("min_events"),
+                                    max_rotation_rad=np.radians(rotation) if rotation > 0 else None,
+                                    baseline_fraction=fraction)
+        # until a keyframe has shown the scene: the geometric middle of the depths searched
+        selector.set_scene_depth(math.sqrt(value("z_min_m") * value("z_max_m")))
+        return selector
 
     def _keyframe_description(self) -> str:
-        baseline = self.get_parameter("keyframe_baseline_m").value
-        return f"{self.get_parameter('keyframe_events').value} events" + (f" or {baseline} m" if baseline else "")
+        value = lambda name: self.get_parameter(name).value  # noqa: E731
+        rules = [f"{value('keyframe_events')} events"]
+        if value("keyframe_baseline_m"):
+            rules.append(f"{value('keyframe_baseline_m')} m of travel")
+        elif value("keyframe_baseline_fraction"):
+            rules.append(f"travel of {value('keyframe_baseline_fraction')} x the scene depth")
+        if value("keyframe_max_rotation_deg"):
+            rules.append(f"{value('keyframe_max_rotation_deg')} deg of rotation")
+        return " or ".join(rules)
 
     def _new_trajectory(self) -> Trajectory:
         offset_ns = int(round(self.get_parameter("pose_time_offset_s").value * NANOSECONDS_PER_SECOND))
@@ -360,6 +459,8 @@ class DepthNode(EstimatingNode):
     def _on_events(self, batch: EventBatch) -> None:
         with self._lock:
             self._input_last_received_s = batch.received_s
+            if len(batch.events):
+                self._last_event_t_ns = int(batch.events.t[-1])
             if batch.restart:
                 self._reset_keyframes()
             if self._gate.push(batch.events, batch.received_s):
@@ -384,14 +485,50 @@ class DepthNode(EstimatingNode):
     def _reset_keyframes(self) -> None:
         """Forget held and selected events (a restart of the stream or of the poses; lock held)."""
         self._gate.clear()
+        self._waiting = self._waiting_since_s = None
         self._selector = self._new_selector()
 
+    def _outstanding(self) -> int:
+        """Keyframes handed to the estimator and not back yet (lock held)."""
+        counts = self._runner.counts
+        return self._stats["keyframes_offered"] - self._stats["keyframes_done"] - counts["dropped"] - \
+            counts["lost"] - counts["failed"]
+
     def _queue(self, events: Events, received_s: float) -> None:
+        """A completed keyframe: to the estimator now, or, with keyframe_merge_when_busy while the
+        estimator is still on an earlier one, held and joined by the keyframes that complete
+        meanwhile (up to keyframe_events events), so that the keyframe rate follows what the
+        estimator can do instead of a queue growing and keyframes being dropped (lock held)."""
+        if self._waiting is not None:
+            waiting, _ = self._waiting
+            if len(waiting) + len(events) > self.get_parameter("keyframe_events").value:
+                self._push(*self._waiting)
+            else:
+                events = Events.concatenate([waiting, events])
+                self._stats["keyframes_merged"] += 1
+            self._waiting = self._waiting_since_s = None
+        if self.get_parameter("keyframe_merge_when_busy").value and self._outstanding() > 0:
+            if self._waiting_since_s is None:
+                self._waiting_since_s = time.monotonic()
+            self._waiting = (events, received_s)
+            return
+        self._push(events, received_s)
+
+    def _push_waiting(self) -> None:
+        """The held keyframe to the estimator once it is free, or after MERGE_WAIT_MAX_S whatever
+        the count says (a result the runner discarded, e.g. after a reconfiguration; lock held)."""
+        if self._waiting is not None and (self._outstanding() <= 0 or
+                                          time.monotonic() - self._waiting_since_s > MERGE_WAIT_MAX_S):
+            waiting, self._waiting, self._waiting_since_s = self._waiting, None, None
+            self._push(*waiting)
+
+    def _push(self, events: Events, received_s: float) -> None:
         """One keyframe to the estimator: its events, and the poses around them as a Trajectory of
         its own (so the estimator never reads the growing one), pickled beside the events; the
         reference time is the middle of the events' span, as for ``focus-ros depth`` (lock held)."""
         poses = trajectory_segment(self._trajectory, int(events.t[0]), int(events.t[-1]))
         dropped = self._runner.counts["dropped"]
+        self._stats["keyframes_offered"] += 1
         self._runner.push(Job(events, extra=poses, received_s=received_s))
         if self._runner.counts["dropped"] > dropped:
             self._input.warn_once("keyframes_dropped", "keyframes arrive faster than they are computed: the "
@@ -402,6 +539,7 @@ class DepthNode(EstimatingNode):
         make one more keyframe (the end of a bag, a camera that stopped)."""
         idle_s = self.get_parameter("keyframe_flush_idle_s").value
         with self._lock:
+            self._push_waiting()
             if idle_s <= 0 or self._last_released_s is None or self._selector.buffered_events == 0:
                 return
             if time.monotonic() - self._input_last_received_s < idle_s:
@@ -413,6 +551,15 @@ class DepthNode(EstimatingNode):
     # ----------------------------------------------------------------- results
     def _publish(self, job: Job, result) -> None:
         """One keyframe's clouds and images (the runner's thread)."""
+        self._publish_keyframe(job, result)
+        with self._lock:  # the worst time from a keyframe's last event received to its outputs published
+            latency_ms = 1e3 * (time.monotonic() - job.received_s)
+            if not self._stats["latency_max_ms"] >= latency_ms:  # NaN: none yet in this period
+                self._stats["latency_max_ms"] = latency_ms
+            self._stats["keyframes_done"] += 1
+            self._push_waiting()
+
+    def _publish_keyframe(self, job: Job, result) -> None:
         keyframe = result.estimate
         if keyframe.warning:  # too few events, no parallax: said, not turned into noise
             with self._lock:
@@ -429,8 +576,17 @@ class DepthNode(EstimatingNode):
             rotation, position = keyframe.world_from_camera[:3, :3], keyframe.world_from_camera[:3, 3]
             points, frame = ((points - position) @ rotation).astype(np.float32), camera_frame
         rows, columns = keyframe.pixels[:, 1], keyframe.pixels[:, 0]
+        depths = keyframe.depth_m[rows, columns]
         self._outputs["points"].publish(depth_messages.point_cloud(
-            points, keyframe.point_confidence, keyframe.depth_m[rows, columns], stamp, frame))
+            points, keyframe.point_confidence, depths, stamp, frame))
+        if len(depths):
+            with self._lock:  # keyframes by parallax: the baseline follows the scene depth
+                self._selector.set_scene_depth(float(np.median(depths)))
+        self._map.add(keyframe.points_world)
+        map_points, map_support = self._map.points()
+        world_frame = self.get_parameter("world_frame_id").value or self._world_frame or "world"
+        self._outputs["map"].publish(depth_messages.point_cloud(
+            map_points, map_support, np.full(len(map_points), np.nan, np.float32), stamp, world_frame))
         self._outputs["image"].publish(depth_messages.float_image(keyframe.depth_m, stamp, camera_frame))
         self._outputs["confidence"].publish(depth_messages.float_image(keyframe.confidence, stamp,
                                                                           camera_frame))
@@ -439,6 +595,7 @@ class DepthNode(EstimatingNode):
         with self._lock:
             self._stats["keyframes_published"] += 1
             self._stats["last_points"] = len(points)
+            self._stats["map_points"] = len(map_points)
 
     # ----------------------------------------------------------------- diagnostics
     def _pose_problem(self, now: float) -> str:
@@ -454,19 +611,39 @@ class DepthNode(EstimatingNode):
         return (f"poses late: the newest pose is behind events that arrived {now - oldest:.1f} s ago "
                 "(check pose_time_offset_s and the clocks)")
 
+    def _drop_problem(self, received_total: int, gate_counts: dict) -> tuple[str, str] | None:
+        """WARN / ERROR when most / all events received since the last report were dropped, with the cause."""
+        now = {"received": received_total, "before_first_pose": gate_counts["events_dropped_before_first_pose"],
+               "waiting_for_poses": gate_counts["events_dropped_waiting_for_poses"]}
+        before, self._drop_counts_before = self._drop_counts_before, now
+        dropped = {cause: now[cause] - before[cause] for cause in ("before_first_pose", "waiting_for_poses")}
+        with self._lock:
+            first_pose = self._trajectory.t_range_ns[0] if len(self._trajectory) else None
+            newest = self._last_event_t_ns
+        ahead = f" (the first pose is {(first_pose - newest) / 1e9:.3f} s after the newest event)" \
+            if first_pose is not None and newest is not None and first_pose > newest else ""
+        reasons = {"before_first_pose": f"events earlier than the first pose{ahead}: the poses are ahead of the "
+                                        "events; check pose_time_offset_s and the clocks of both",
+                   "waiting_for_poses": "no pose covers them within max_held_events: poses missing, behind the "
+                                        "events or stopped; check the pose topic, pose_time_offset_s and the clocks"}
+        return dropped_events_problem(now["received"] - before["received"], dropped, reasons)
+
     def _publish_diagnostics(self) -> None:
         now = time.monotonic()
         with self._lock:
             stats = dict(self._stats)
+            self._stats["latency_max_ms"] = float("nan")  # the worst since the previous report
             pose_problem = self._pose_problem(now)
             held = self._gate.held_events
             gate_counts = dict(self._gate.counts)
         if pose_problem:
             self._input.warn_once("pose_problem:" + pose_problem.split(" ")[1], pose_problem)
         input_values = self._input.diagnostics()
+        drop_problem = self._drop_problem(input_values["events_received"], gate_counts)
+        problem = drop_problem if drop_problem and drop_problem[0] == "error" else \
+            (("warn", pose_problem) if pose_problem else None) or drop_problem or self._runner.health()
         status = messages.estimator_status(f"{self.get_name()}: depth", self._input.frame_id,
-                                           input_values["calibration_source"] != "none",
-                                           ("warn", pose_problem) if pose_problem else self._runner.health(),
+                                           input_values["calibration_source"] != "none", problem,
                                            "estimating depth")
         values = {
             **input_values,
@@ -477,9 +654,14 @@ class DepthNode(EstimatingNode):
             "pose_restarts": stats["pose_restarts"],
             "events_held_for_poses": held,
             **gate_counts,
+            "keyframes_offered": stats["keyframes_offered"],
+            "keyframes_merged": stats["keyframes_merged"],
             "keyframes_published": stats["keyframes_published"],
             "keyframes_without_depth": stats["keyframes_without_depth"],
             "points_per_keyframe": stats["last_points"],
+            "latency_max_ms": stats["latency_max_ms"],
+            "map_points": stats["map_points"],
+            "map_voxels": len(self._map),
         }
         self.publish_diagnostics(status, values)
 

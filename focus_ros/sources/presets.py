@@ -57,6 +57,14 @@ def _six_dof_trajectory(duration_s: float, seed: int) -> Trajectory:
     return Trajectory(profile, duration_s, OscillatingPosition(0.3, seed))
 
 
+def _six_dof_near_trajectory(duration_s: float, seed: int) -> Trajectory:
+    """Translation up to 0.1 m per axis and rotation up to 60 deg/s about a point in front of the
+    slider's panels: a hand-held camera or a robot arm near a scene (depth evaluation, issue 25)."""
+    profile = OscillatingAngularVelocity(np.deg2rad(60.0), duration_s, seed, ramp_start_fraction=1.0,
+                                         frequency_range_hz=(0.3, 0.9))
+    return Trajectory(profile, duration_s, OscillatingPosition(0.1, seed))
+
+
 def _slider_trajectory(duration_s: float, seed: int) -> Trajectory:
     """The camera slides right (camera +x = world -y) at SLIDER_SPEED_M_S without rotating,
     its path centred on the world origin, in front of :meth:`PlanarScene.slider`."""
@@ -74,6 +82,10 @@ PRESETS = {
                       "(depth maps at 50 Hz)", 5.0,
                       lambda seed, texel_scale: PlanarScene.boxes_in_front_of_wall(seed, texel_scale=texel_scale),
                       _six_dof_trajectory),
+    "six_dof_near": Preset("six_dof_near", "moving in 6-DoF (up to 0.1 m, 60 deg/s) in front of the slider's "
+                           "panels at 0.55-2.3 m (depth maps at 50 Hz)", 3.0,
+                           lambda seed, texel_scale: PlanarScene.slider(seed, texel_scale=texel_scale),
+                           _six_dof_near_trajectory),
     "slider": Preset("slider", "sliding right at 0.25 m/s without rotating, in front of textured "
                      "panels at 0.55-2 m and a wall at 2.3 m, like slider_depth (depth maps at 50 Hz)", 3.0,
                      lambda seed, texel_scale: PlanarScene.slider(seed, texel_scale=texel_scale),
