@@ -5,15 +5,17 @@ Three tables:
 1. **Fast cameras** (issue 21): streams of 1-ms EventPacket messages as the drivers of
    today's cameras publish them, decoded on one core by one stream decoder, as the node
    does: a Prophesee IMX636 (1280x720, metavision_driver, ``evt3``) at 15-50 Mev/s and a
-   DVXplorer (640x480, libcaer_driver, ``libcaer_cmp``) at 10-145 Mev/s. Every message is
+   DVXplorer (640x480, libcaer_driver, ``libcaer_cmp``) at 10-145 Mev/s; the same
+   DVXplorer events as uncompressed ``libcaer`` and as ``mono`` too. Every message is
    different (a decoder fed one message over and over lets the CPU's branch predictor
    learn it by heart and looks a quarter faster than it is). Times are the thread's CPU
    time, so other processes on a shared machine cost little; median and range of
    ``--runs`` runs, each decoding the whole stream once after an untimed pass (the
    steady state of a node decoding all the time). ``--baseline REV`` decodes the same
-   messages with the evt3 and libcaer_cmp modules of git revision REV too (taken with
-   ``git show`` into a temporary folder), interleaved run by run with the current ones,
-   and gives the ratio.
+   messages with the whole ``focus_ros.codecs`` package of git revision REV too (its
+   stream decoder, header parser and codecs, taken with ``git show`` into a temporary
+   folder), interleaved run by run with the current ones (which goes first alternates), and
+   gives the ratio.
 2. **30,000-event messages** of every message type and encoding on synthetic
    DAVIS240C-like events (random pixels: the worst case for the run-length vectors) and
    the real boxes_rotation slice; rclpy's own object (de)serialization of
@@ -126,12 +128,14 @@ def evt3_stream(rate_mev_s: float, packets: int, seed: int = 0, vectors: bool = 
     return messages, len(events)
 
 
-def libcaer_cmp_stream(rate_mev_s: float, packets: int, flicker: bool, seed: int = 0) -> tuple[list[bytes], int]:
+def dvxplorer_stream(rate_mev_s: float, packets: int, flicker: bool, seed: int = 0,
+                     encoding: str = "libcaer_cmp") -> tuple[list[bytes], int]:
     """(CDR EventPackets, events) of a 640x480 DVXplorer through libcaer_driver: one
-    message per 1 ms of events, each compressed on its own from its time_base."""
+    message per 1 ms of events, each encoded on its own (libcaer_cmp: compressed from its
+    time_base; libcaer: the host clock's microseconds; mono: ns after its first event)."""
     events = dvxplorer_events(rate_mev_s, packets * PACKET_US, flicker, seed)
     bounds = np.searchsorted(events.t, events.t[0] + np.arange(packets + 1) * PACKET_US * 1000)
-    return [codecs.encode_event_packet(events[begin:end], 480, 640, "libcaer_cmp", "camera", seq=k)
+    return [codecs.encode_event_packet(events[begin:end], 480, 640, encoding, "camera", seq=k)
             for k, (begin, end) in enumerate(zip(bounds[:-1], bounds[1:]))], len(events)
 
 
@@ -140,47 +144,42 @@ FAST_CAMERAS = [  # (name, encoding, stream maker)
     ("IMX636 1280x720 evt3, motion, 30 Mev/s", "evt3", lambda n: evt3_stream(30, n)),
     ("IMX636 1280x720 evt3, motion, 50 Mev/s", "evt3", lambda n: evt3_stream(50, n)),
     ("IMX636 1280x720 evt3, motion, 15 Mev/s, ADDR_X only", "evt3", lambda n: evt3_stream(15, n, vectors=False)),
-    ("DVXplorer 640x480 libcaer_cmp, motion, 10 Mev/s", "libcaer_cmp", lambda n: libcaer_cmp_stream(10, n, False)),
-    ("DVXplorer 640x480 libcaer_cmp, motion, 50 Mev/s", "libcaer_cmp", lambda n: libcaer_cmp_stream(50, n, False)),
+    ("DVXplorer 640x480 libcaer_cmp, motion, 10 Mev/s", "libcaer_cmp", lambda n: dvxplorer_stream(10, n, False)),
+    ("DVXplorer 640x480 libcaer_cmp, motion, 50 Mev/s", "libcaer_cmp", lambda n: dvxplorer_stream(50, n, False)),
     ("DVXplorer 640x480 libcaer_cmp, flicker, 145 Mev/s", "libcaer_cmp",
-     lambda n: libcaer_cmp_stream(145, n, True)),
+     lambda n: dvxplorer_stream(145, n, True)),
+    ("DVXplorer 640x480 libcaer (uncompressed), motion, 10 Mev/s", "libcaer",
+     lambda n: dvxplorer_stream(10, n, False, encoding="libcaer")),
+    ("DVXplorer 640x480 mono, motion, 10 Mev/s", "mono", lambda n: dvxplorer_stream(10, n, False, encoding="mono")),
 ]
 
 
-#: where older codec modules are imported from (removed when the benchmark ends)
+#: where older codec packages are imported from (removed when the benchmark ends)
 _TEMPORARY = tempfile.TemporaryDirectory(prefix="bench_codecs_")
 
 
-def _module_at_revision(revision: str, name: str):
-    """focus_ros.codecs.<name> as it was at git ``revision``, imported from a temporary file
-    (its own imports resolve to the current package)."""
-    source = subprocess.run(["git", "show", f"{revision}:focus_ros/codecs/{name}.py"], cwd=REPOSITORY,
-                            check=True, capture_output=True, text=True).stdout
-    folder = Path(_TEMPORARY.name)
-    path = folder / f"{name}_at_{''.join(c if c.isalnum() else '_' for c in revision)}.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[path.stem] = module
-    spec.loader.exec_module(module)
-    return module
+def _codecs_at_revision(revision: str):
+    """The focus_ros.codecs package as it was at git ``revision``, imported under a name of
+    its own from a temporary folder (its imports of focus_ros.codecs rewritten to that
+    name; other focus_ros imports resolve to the current package)."""
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=REPOSITORY, check=True, capture_output=True, text=True).stdout
 
-
-def _baseline_decoder(module, encoding: str):
-    """A function decoding one message with an older codec module (the current header
-    parser; the older module's decode_packet with its own stream state)."""
-    state = module.new_stream_state()
-
-    def decode(buffer):
-        (_, _, height, width, _, time_base, _, _, is_bigendian, payload,
-         payload_offset) = event_packet._packet_header_fast(buffer)
-        return module.decode_packet(payload, time_base, is_bigendian, payload_offset, width, height, state)[0]
-    return decode
+    package = "codecs_at_" + "".join(c if c.isalnum() else "_" for c in revision)
+    folder = Path(_TEMPORARY.name) / package
+    folder.mkdir(exist_ok=True)
+    for path in git("ls-tree", "--name-only", f"{revision}:focus_ros/codecs").split():
+        if path.endswith(".py"):
+            source = git("show", f"{revision}:focus_ros/codecs/{path}")
+            (folder / path).write_text(source.replace("focus_ros.codecs", package))
+    if _TEMPORARY.name not in sys.path:
+        sys.path.insert(0, _TEMPORARY.name)
+    return importlib.import_module(package)
 
 
 def fast_camera_rates(packets: int, runs: int, baseline: str | None) -> None:
     """Table 1: Mev/s per camera and rate on one core, median (range) of ``runs``."""
-    old = {name: _module_at_revision(baseline, name) for name in ("evt3", "libcaer_cmp")} if baseline else {}
+    old = _codecs_at_revision(baseline) if baseline else None
     print(f"Fast cameras: {packets} messages of 1 ms each, thread CPU time, median (range) of {runs} runs\n")
     header = "| camera, scene, rate | B/event | Mev/s |"
     rule = "|---|---:|---:|"
@@ -193,22 +192,20 @@ def fast_camera_rates(packets: int, runs: int, baseline: str | None) -> None:
         messages, count = make(packets)
         size = sum(len(message) for message in messages)
 
-        def current():
-            stream = codecs.EventMessageDecoder(codecs.EVENT_PACKET)
+        def decode_all(package=codecs):
+            stream = package.EventMessageDecoder("event_camera_msgs/EventPacket")
             return sum(len(stream(message)[0]) for message in messages)
 
-        variants = {"current": current}
+        variants = {"current": decode_all}
         if baseline:
-            def before(module=old[encoding]):
-                decode = _baseline_decoder(module, encoding)
-                return sum(len(decode(message)) for message in messages)
-            variants["before"] = before
+            variants["before"] = lambda: decode_all(old)
         for variant in variants.values():
             if variant() != count:
                 raise SystemExit(f"{name}: decoded a different number of events than were encoded")
         seconds = {key: [] for key in variants}
-        for _ in range(runs):
-            for key, variant in variants.items():
+        for run in range(runs):
+            order = list(variants.items())
+            for key, variant in order[::-1] if run % 2 else order:  # alternating: no bias for going first
                 variant()  # caches warm again after the other variant
                 start = time.thread_time()
                 variant()

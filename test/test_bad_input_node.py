@@ -255,3 +255,51 @@ def test_sim_time_without_clock_still_takes_the_calibration_parameters(ros):
         publisher.publish(codecs.encode_event_array(events[start:start + 1000], 180, 240, "dvs"))
         ros.executor.spin_once(timeout_sec=0.01)
     assert spin_until(ros.executor, lambda: len(estimates) == 2, 60.0), node.log()
+
+
+def with_size(buffer: bytes, height: int, width: int) -> bytes:
+    """The same EventPacket declaring another sensor size (rewritten by rclpy's serializer)."""
+    from rclpy.serialization import deserialize_message, serialize_message
+
+    message = deserialize_message(buffer, EventPacket)
+    message.height, message.width = height, width
+    return serialize_message(message)
+
+
+def test_event_packets_with_events_outside_the_sensor_keep_their_other_events(ros):
+    """EventPackets (libcaer_cmp, as libcaer_driver publishes a DAVIS240C's events) of which
+    two hold events beyond the 240x180 px they declare (23.3): only those 5 events are
+    dropped, so exactly the three windows of the good events are estimated;
+    out_of_range_events counts them, the log says it once, nothing is malformed."""
+    node = ros.start("angular_velocity_node", "-r", "events:=/event_camera/events", "-p", "camera_info_timeout_s:=0.3",
+                     "-p", "event_message_type:=event_camera_msgs/EventPacket",
+                     "-p", f"window_events:={WINDOW_EVENTS}", "-p", "queue_policy:=all",
+                     params_file=PARAMS_FILE, reliable=True)
+    estimates = ros.collect(TwistStamped, "/angular_velocity")
+    reports = ros.collect(DiagnosticArray, "/diagnostics")
+    publisher = ros.publisher(EventPacket, "/event_camera/events", 100)
+    spin_until(ros.executor, lambda: "using intrinsics" in node.log(), 10.0)
+    events = boxes_events()[:3 * WINDOW_EVENTS]
+    events = Events(events.x, events.y, events.t // 1000 * 1000, events.p)  # libcaer_cmp carries microseconds
+    outside = {3: 3, 5: 2}  # packet: events outside
+    for seq, start in enumerate(range(0, len(events), 1000)):
+        good = events[start:start + 1000]
+        if seq in outside:  # encoded for a sensor 100 px wider, sent declaring 240x180
+            wide = codecs.encode_event_packet(with_events_outside(good, outside[seq], seed=seq), 180, 340,
+                                              "libcaer_cmp", frame_id="event_camera", seq=seq)
+            publisher.publish(with_size(wide, 180, 240))
+        else:
+            publisher.publish(codecs.encode_event_packet(good, 180, 240, "libcaer_cmp", frame_id="event_camera",
+                                                         seq=seq))
+        ros.executor.spin_once(timeout_sec=0.01)
+    assert spin_until(ros.executor, lambda: len(estimates) >= 3, 60.0), node.log()
+    ros.spin(1.0)
+    assert len(estimates) == 3, node.log()
+    omega = np.array([[m.twist.angular.x, m.twist.angular.y, m.twist.angular.z] for m in estimates])
+    assert np.all(np.isfinite(omega)) and np.all(np.linalg.norm(omega, axis=1) > 1.0)  # the boxes rotate fast
+    values = wait_for_report(ros, reports, lambda v: int(v.get("windows_processed", 0)) == 3)
+    assert int(values["out_of_range_events"]) == 5 and int(values["malformed_messages"]) == 0
+    assert int(values["events_received"]) == 3 * WINDOW_EVENTS + 5
+    log = node.log()
+    assert len(re.findall("events outside the 240x180 px sensor dropped, the others kept", log)) == 1, log
+    assert "Traceback" not in log and node.alive()

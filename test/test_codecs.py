@@ -4,6 +4,7 @@ the ROS-time convention, and malformed input."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import numpy as np
@@ -385,8 +386,14 @@ def test_evt3_trigger_words_decode_per_the_format():
 
 def test_evt3_events_before_the_first_valid_time_are_dropped():
     payload = np.array([0x0003, 0x2804, 0x8001, 0x6002, 0x2805], "<u2").tobytes()
-    events, _ = codecs.decode_event_packet(packet_with_payload("evt3", payload))
-    assert events.x.tolist() == [5]
+    events, info = codecs.decode_event_packet(packet_with_payload("evt3", payload))
+    assert events.x.tolist() == [5] and info.outside_events == 0
+    # and not counted as outside the 240x180 sensor (x 238-249 before the time are not) when the packet
+    # has such events too: x 300, and x 240, 241 of a vector from x 236
+    words = [0x0003, 0x2804, 0x3000 | 238, 0x4FFF, 0x8001, 0x6002, 0x2805,
+             0x2000 | 300, 0x3000 | 236, 0x5031, 0x2807]
+    events, info = codecs.decode_event_packet(packet_with_payload("evt3", np.array(words, "<u2").tobytes()))
+    assert events.x.tolist() == [5, 236, 7] and info.outside_events == 3
 
 
 # ----------------------------------------------------------------------------------------
@@ -432,14 +439,15 @@ def test_evt3_vector_words_decode_per_the_format_up_to_the_last_column():
     assert events.y.tolist() == [2] * 11
     assert events.p.tolist() == [1, 1, 1] + [-1] * 8
     assert events.t.tolist() == [5000] * 11
-    # a set bit past the last column is an error naming the word and its offset
-    with pytest.raises(EventDecodeError, match=r"outside the sensor 1280x720 px in word 0x5010 at byte offset 10") \
-            as error:
-        evt3_decode(np.array(words[:5] + [0x5010], "<u2").tobytes(), codecs.Evt3Decoder())
-    assert error.value.kind == "event_outside_sensor"
-    # and so is a vector on a row below the sensor
-    with pytest.raises(EventDecodeError, match=r"outside the sensor 1280x720 px in word 0x4001 at byte offset 8"):
-        evt3_decode(np.array([0x8000, 0x6005, 0x02D0, 0x3000, 0x4001], "<u2").tobytes(), codecs.Evt3Decoder())
+    # a set bit past the last column drops that event alone, counted: VECT_8 bits 0, 4 -> x 1276, (1280)
+    payload = np.frombuffer(np.array(words[:5] + [0x5011], "<u2").tobytes(), np.uint8)
+    events, _, outside = codecs.Evt3Decoder().decode_packet(payload, width=1280, height=720)
+    assert (events.x.tolist(), outside) == ([1264, 1275, 1276], 1)
+    # so does a vector on a row below the sensor (row 720: 2 events), the ADDR_X on row 1 after it kept
+    payload = np.frombuffer(np.array([0x8000, 0x6005, 0x02D0, 0x3000, 0x4003, 0x0001, 0x2805], "<u2").tobytes(),
+                            np.uint8)
+    events, _, outside = codecs.Evt3Decoder().decode_packet(payload, width=1280, height=720)
+    assert (events.x.tolist(), events.y.tolist(), outside) == ([5], [1], 2)
 
 
 def test_evt3_vectors_before_the_first_valid_time_are_dropped_but_move_the_base():
@@ -527,13 +535,16 @@ def test_libcaer_cmp_vectors_down_to_the_last_row():
              0x5081,         # rows 472, 479 (the last); base -> 480
              0x4000 | 476,   # VECT_BASE_Y row 476, polarity 0
              0x500F]         # rows 476-479 (bits 4-7, rows 480-483, clear)
-    events, _ = libcaer_cmp.decode_packet(np.frombuffer(np.array(words, "<u2").tobytes(), np.uint8), 0, False, 0,
-                                          640, 480, libcaer_cmp.new_stream_state())
+    events, _, outside = libcaer_cmp.decode_packet(np.frombuffer(np.array(words, "<u2").tobytes(), np.uint8), 0,
+                                                   False, 0, 640, 480, libcaer_cmp.new_stream_state())
+    assert outside == 0
     assert events.y.tolist() == [472, 479, 476, 477, 478, 479]
     assert events.x.tolist() == [639] * 6 and events.p.tolist() == [1, 1, -1, -1, -1, -1]
-    with pytest.raises(EventDecodeError, match=r"outside the sensor 640x480 px in word 0x5010 at byte offset 8"):
-        libcaer_cmp.decode_packet(np.frombuffer(np.array(words[:4] + [0x5010], "<u2").tobytes(), np.uint8), 0,
-                                  False, 0, 640, 480, libcaer_cmp.new_stream_state())
+    # a set bit past the last row drops that event alone, counted: VECT_8 bits 0, 4 -> rows 476, (480)
+    events, _, outside = libcaer_cmp.decode_packet(np.frombuffer(np.array(words[:4] + [0x5011], "<u2").tobytes(),
+                                                                 np.uint8), 0, False, 0, 640, 480,
+                                                   libcaer_cmp.new_stream_state())
+    assert (events.y.tolist(), outside) == ([472, 479, 476], 1)
     # a vector before any column is an error even when its mask is empty
     before_address = "before any ADDR_X / VECT_BASE_Y word in word 0x5000 at byte offset 2"
     with pytest.raises(EventDecodeError, match=before_address) as error:
@@ -689,6 +700,63 @@ def test_event_array_events_outside_the_declared_size_are_dropped_alone():
     assert decoded.equals(events[:2]) and info.outside_events == 1
 
 
+def redeclared(buffer: bytes, height: int, width: int) -> bytes:
+    """The same CDR EventPacket declaring another sensor size (rewritten by rosbags' serializer)."""
+    store = ros2_store()
+    message = store.deserialize_cdr(buffer, "event_camera_msgs/msg/EventPacket")
+    message = dataclasses.replace(message, height=height, width=width)
+    return bytes(store.serialize_cdr(message, "event_camera_msgs/msg/EventPacket"))
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_event_packet_events_outside_the_declared_size_are_dropped_alone(encoding):
+    """Packets whose events lie partly outside the size they declare (a driver's glitch;
+    encoded for a larger sensor) decode, through one stream decoder, to exactly the events
+    inside, in ROS time, and count the others (info.outside_events, per packet). evt3: runs
+    of up to 40 px on rows (32-px vectors cut by the last column) on the camera's clock;
+    the others: bursts of rows on a column (libcaer_cmp's VECT_8 cut by the last row)."""
+    ros_start = 1_700_000_000 * SECOND
+    if encoding == "evt3":
+        events = row_runs(3000, 1280, 720, seed=4)  # the camera's clock, from 5 s
+        origin = -ros_start  # encoded with the camera's clock
+        events = Events(events.x, events.y, events.t + ros_start, events.p)
+        full, declared = (720, 1280), (680, 1200)
+    else:
+        events = clustered_events(4000, seed=5, start_ns=ros_start + 123_000)
+        origin = int(events.t[0]) - 5 * SECOND  # libcaer: the camera started 5 s before
+        full, declared = (260, 346), (250, 340)
+    inside = (events.x < declared[1]) & (events.y < declared[0])
+    assert len(events) // 50 < np.count_nonzero(~inside) < len(events) // 4
+    stream = codecs.EventMessageDecoder("event_camera_msgs/EventPacket")
+    decoded = []
+    for part in np.array_split(np.arange(len(events)), 6):
+        chunk, chunk_inside = events[part], inside[part]
+        buffer = codecs.encode_event_packet(chunk, *full, encoding, stamp_ns=int(chunk[chunk_inside].t[0]),
+                                            sensor_time_offset_ns=ros_start + origin if encoding == "evt3"
+                                            else origin)
+        got, info = stream(redeclared(buffer, *declared))
+        assert info.outside_events == np.count_nonzero(~chunk_inside) and (info.height, info.width) == declared
+        decoded.append(got)
+    assert Events.concatenate(decoded).equals(events[inside])
+
+
+def test_evt3_stream_cut_anywhere_drops_only_the_events_outside():
+    """An evt3 word stream cut into packets anywhere (inside vectors too), decoded for a
+    sensor smaller than the one it was written for: the events inside, in order, and the
+    count of the others."""
+    events = row_runs(3000, 1280, 720, seed=6)
+    inside = (events.x < 1200) & (events.y < 680)
+    payload = codecs.encode_evt3_words(events).tobytes()
+    cuts = 2 * np.unique(np.random.default_rng(7).integers(0, len(payload) // 2, 30))
+    decoder = codecs.Evt3Decoder()
+    parts, outside = [], 0
+    for begin, end in zip(np.r_[0, cuts], np.r_[cuts, len(payload)]):
+        part, _, dropped = decoder.decode_packet(np.frombuffer(payload[begin:end], np.uint8), width=1200, height=680)
+        parts.append(part)
+        outside += dropped
+    assert Events.concatenate(parts).equals(events[inside]) and outside == np.count_nonzero(~inside)
+
+
 def test_unknown_packet_encoding_and_bad_payloads_raise():
     with pytest.raises(EventDecodeError, match="unknown EventPacket encoding 'evt2'"):
         codecs.decode_event_packet(packet_with_payload("evt2", b"\x00" * 8))
@@ -696,28 +764,28 @@ def test_unknown_packet_encoding_and_bad_payloads_raise():
         codecs.decode_event_packet(packet_with_payload("libcaer", b"\x00" * 12))
     with pytest.raises(EventDecodeError, match="negative timestamp -1 us at byte offset"):
         codecs.decode_event_packet(packet_with_payload("libcaer", np.array([1, 0xFFFFFFFF], "<u4").tobytes()))
-    with pytest.raises(EventDecodeError, match="x=240 y=0 outside the sensor"):
-        codecs.decode_event_packet(packet_with_payload("libcaer", np.array([240 << 17, 0], "<u4").tobytes()))
     with pytest.raises(EventDecodeError, match="not a whole number of 16-bit words"):
         codecs.decode_event_packet(packet_with_payload("libcaer_cmp", b"\x00" * 5))
     with pytest.raises(EventDecodeError, match="unknown libcaer_cmp word code 6"):
         codecs.decode_event_packet(packet_with_payload("libcaer_cmp", np.array([0x2001, 0x6000], "<u2").tobytes()))
     with pytest.raises(EventDecodeError, match="before any ADDR_X"):
         codecs.decode_event_packet(packet_with_payload("libcaer_cmp", np.array([0x3001], "<u2").tobytes()))
-    with pytest.raises(EventDecodeError, match="libcaer_cmp event outside the sensor"):
-        codecs.decode_event_packet(packet_with_payload("libcaer_cmp",
-                                                       np.array([0x2001, 0x40B0, 0x5010], "<u2").tobytes()))
     with pytest.raises(EventDecodeError, match="not a whole number of 8-byte words"):
         codecs.decode_event_packet(packet_with_payload("mono", b"\x00" * 12))
     with pytest.raises(EventDecodeError, match="not a whole number of 16-bit words"):
         codecs.decode_event_packet(packet_with_payload("evt3", b"\x00" * 3))
     with pytest.raises(EventDecodeError, match="unknown EVT3 word type 0x1"):
         codecs.decode_event_packet(packet_with_payload("evt3", np.array([0x8000, 0x6000, 0x1000], "<u2").tobytes()))
-    with pytest.raises(EventDecodeError, match="outside the sensor"):
+    # a structurally invalid word after an event outside the sensor is still an error
+    with pytest.raises(EventDecodeError, match="unknown EVT3 word type 0x1 in word 0x1000 at byte offset"):
         codecs.decode_event_packet(packet_with_payload(
-            "evt3", np.array([0x8000, 0x6000, 0x0000, 0x2000 | 240], "<u2").tobytes()))
-    with pytest.raises(EventDecodeError, match="outside sensor"):
-        codecs.decode_event_packet(packet_with_payload("mono", np.array([300 << 32], "<u8").tobytes()))
+            "evt3", np.array([0x8000, 0x6000, 0x0000, 0x2000 | 240, 0x1000], "<u2").tobytes()))
+    with pytest.raises(EventDecodeError, match="unknown libcaer_cmp word code 6"):
+        codecs.decode_event_packet(packet_with_payload("libcaer_cmp",
+                                                       np.array([0x2001, 0x40B0, 0x5010, 0x6000], "<u2").tobytes()))
+    with pytest.raises(EventDecodeError, match="negative timestamp -1 us at byte offset"):
+        codecs.decode_event_packet(packet_with_payload("libcaer", np.array([240 << 17, 0, 1, 0xFFFFFFFF],
+                                                                           "<u4").tobytes()))
 
 
 # ----------------------------------------------------------------------------------------

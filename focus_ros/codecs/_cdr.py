@@ -1,6 +1,6 @@
 """Serialization primitives shared by the message codecs: the decode error, the
 bounds-checked field reader (ROS 2 CDR and ROS 1 packed), the CDR writer, stamp splitting
-and the checks every codec applies to event fields.
+and the checks the encoders apply to the events they are given.
 
 ROS 2 CDR as rclpy / Fast DDS produce it (XCDR1, "plain CDR"): a 4-byte encapsulation
 header (``00 00`` big endian or ``00 01`` little endian, then 2 option bytes), then the
@@ -23,8 +23,6 @@ The module is private to the package; its names are what the codec modules share
 from __future__ import annotations
 
 import struct
-
-import numpy as np
 
 from focus_ros.events import NANOSECONDS_PER_SECOND, Events
 
@@ -232,18 +230,3 @@ def default_stamp(events: Events, stamp_ns: int | None) -> int:
     if stamp_ns is not None:
         return int(stamp_ns)
     return int(events.t[0]) if len(events) else 0
-
-
-def check_event_fields(x, y, nanoseconds, polarity, first_offset: int, width: int,
-                       height: int, first_index: int = 0) -> None:
-    """Raise EventDecodeError for the first event with a field out of range (events
-    numbered from first_index)."""
-    if len(x) == 0:
-        return
-    bad = (x >= width) | (y >= height) | (nanoseconds >= NANOSECONDS_PER_SECOND) | (polarity > 1)
-    if bad.any():
-        index = int(np.argmax(bad))
-        raise EventDecodeError(
-            f"malformed message: event {first_index + index} (records from byte offset {first_offset}) has "
-            f"x={x[index]} y={y[index]} nanosec={nanoseconds[index]} polarity={polarity[index]} "
-            f"outside sensor {width}x{height} px / nanosec < 1e9 / polarity in {{0, 1}}", kind="event_field")

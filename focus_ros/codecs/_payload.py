@@ -11,7 +11,8 @@ its output once from :func:`event_bound` (exact for a well-formed packet, no sec
 decoding pass and no copy afterwards).
 
 numba's cache does not follow a kernel's calls into another module: after changing a
-kernel here, touch ``evt3.py`` and ``libcaer_cmp.py`` too (or clear their ``__pycache__``).
+kernel here, touch ``evt3.py``, ``libcaer_cmp.py`` and ``libcaer.py`` too (or clear their
+``__pycache__``).
 """
 
 from __future__ import annotations

@@ -159,7 +159,8 @@ def decode_event_array(buffer) -> tuple[Events, EventArrayInfo]:
 
     Events outside the declared size are dropped and counted (``info.outside_events``); a
     size of 0x0 means undeclared (every event kept, for the reader to check against its
-    calibration). Raises EventDecodeError for truncated or malformed buffers.
+    calibration). The Events arrays are fresh (the caller may change them in place).
+    Raises EventDecodeError for truncated or malformed buffers.
     """
     reader = cdr_reader(buffer)
     stamp_ns = reader.stamp_ns(signed_seconds=True)

@@ -26,7 +26,7 @@ from focus_ros.codecs._cdr import (
     LITTLE_ENDIAN_ENCAPSULATION, EventDecodeError, CdrWriter, FieldReader, cdr_reader,
     check_events_fit, check_no_trailing_bytes, check_ros1_message_end, default_stamp,
     split_stamp)
-from focus_ros.codecs.evt3 import ENCODING_EVT3, Evt3Decoder, Triggers
+from focus_ros.codecs.evt3 import ENCODING_EVT3, NO_TRIGGERS, Evt3Decoder, Triggers
 from focus_ros.codecs.libcaer import ENCODING_LIBCAER
 from focus_ros.codecs.libcaer_cmp import ENCODING_LIBCAER_CMP
 from focus_ros.codecs.mono import ENCODING_MONO
@@ -38,9 +38,12 @@ class _PacketCodec:
     """One EventPacket encoding: a row of :data:`_PACKET_CODECS`.
 
     decode(payload, time_base, is_bigendian, payload_offset, width, height, state) ->
-    (Events, Triggers or None): payload (uint8 array), time_base (ns), byte offset of the
-    payload in the message (for error texts), sensor size (px), this encoding's stream state
-    (from new_state, advanced in place; None when it has none). Raises EventDecodeError.
+    (Events, Triggers or None, events outside): payload (uint8 array), time_base (ns), byte
+    offset of the payload in the message (for error texts), sensor size (px), this
+    encoding's stream state (from new_state, advanced in place; None when it has none).
+    The Events are those inside width x height px, in fresh arrays the caller owns (the
+    stream decoder moves their times in place); events outside are dropped and counted.
+    Raises EventDecodeError for a structurally invalid payload (bad word, partial word).
 
     encode(events, time_base or None, sensor_time_offset_ns) -> (time_base written, payload
     bytes, little endian). Raises ValueError when the events do not fit the encoding.
@@ -48,7 +51,7 @@ class _PacketCodec:
     new_state() -> the state one stream carries from packet to packet (None: stateless).
     """
 
-    decode: Callable[..., tuple[Events, "Triggers | None"]]
+    decode: Callable[..., tuple[Events, "Triggers | None", int]]
     encode: Callable[[Events, "int | None", int], tuple[int, bytes]]
     new_state: Callable[[], object] | None = None
 
@@ -70,7 +73,9 @@ _TIME_BASE_LIMIT = (1 << 63) - (1 << 42)
 @dataclass(frozen=True)
 class EventPacketInfo:
     """Non-event fields of an ``event_camera_msgs/EventPacket`` (stamp and time_base in ns),
-    and its external-trigger events (evt3 only; empty otherwise)."""
+    its external-trigger events (evt3 only; empty otherwise), and outside_events: how many
+    of its events lay outside the declared width x height and were dropped (the name and
+    meaning of :class:`~focus_ros.codecs.dvs_msgs.EventArrayInfo`'s)."""
 
     stamp_ns: int
     frame_id: str
@@ -81,6 +86,7 @@ class EventPacketInfo:
     encoding: str
     is_bigendian: bool
     triggers: Triggers = field(default=None, compare=False, repr=False)
+    outside_events: int = 0
 
 
 class PacketStreamState:
@@ -211,8 +217,10 @@ def decode_event_packet(buffer, stream: "PacketStreamState | Evt3Decoder | None"
     on its own (EVT3 events before the packet's first TIME_HIGH + TIME_LOW are dropped).
     :class:`EventMessageDecoder` adds the mapping to ROS time.
 
-    Raises EventDecodeError for truncated/malformed buffers, unknown encodings and word
-    types, and events outside the sensor.
+    Events outside the declared width x height (a driver's glitch) are dropped and counted
+    (``info.outside_events``), the others kept. The Events arrays are fresh (the caller may
+    change them in place). Raises EventDecodeError for truncated/malformed buffers, unknown
+    encodings and word types.
     """
     if isinstance(stream, Evt3Decoder):
         evt3_only = stream
@@ -230,10 +238,10 @@ def decode_event_packet(buffer, stream: "PacketStreamState | Evt3Decoder | None"
         raise EventDecodeError(
             f"unknown EventPacket encoding {encoding!r} at byte offset {encoding_offset} "
             f"(supported: {', '.join(SUPPORTED_PACKET_ENCODINGS)})")
-    events, triggers = codec.decode(payload, time_base, is_bigendian, payload_offset, width, height,
-                                    stream.by_encoding.get(encoding))
+    events, triggers, outside = codec.decode(payload, time_base, is_bigendian, payload_offset, width, height,
+                                             stream.by_encoding.get(encoding))
     info = EventPacketInfo(stamp_ns, frame_id, height, width, seq, time_base, encoding,
-                           is_bigendian, triggers if triggers is not None else Triggers.empty())
+                           is_bigendian, NO_TRIGGERS if triggers is None else triggers, outside)
     return events, info
 
 

@@ -13,7 +13,9 @@ event_camera_codecs evt3_types.h / evt3_decoder.h)::
     0xA EXT_TRIGGER edge (bit 0, 1 = rising), trigger id (bits 8-11): a trigger event
     0x7, 0x9, 0xE, 0xF: continued / padding / others: no event
 
-Nothing is decoded before the stream's first TIME_HIGH followed by a TIME_LOW. Sensor
+Nothing is decoded before the stream's first TIME_HIGH followed by a TIME_LOW. Events
+outside the declared sensor size are dropped and counted (a driver's glitch costs those
+events, not the packet); a word of an unknown type is a malformed packet. Sensor
 time = the camera's own microsecond clock x 1000, 24-bit rollovers counted from the first
 packet of the stream (``time_base`` is undefined for evt3), plus
 :attr:`Evt3Decoder.time_offset_ns`. Time, row and vector base carry over from packet to
@@ -63,25 +65,30 @@ class Triggers:
 
 
 #: the triggers of a packet without any (shared: there is nothing in it to change)
-_NO_TRIGGERS = Triggers.empty()
+NO_TRIGGERS = Triggers.empty()
 
 
 @numba.njit(cache=True, nogil=True)
-def _evt3_decode_words(words, state, width, height, offset_ns, x, y, t, p, trigger_rows):
+def _evt3_decode_words(words, state, width, height, offset_ns, x, y, t, p, trigger_rows, drop_outside):
     """Decode EVT3 words into x, y (px), t (ns: offset_ns + camera us x 1000), p (+-1) and
     trigger_rows (t ns, edge, id), which have room for every event and trigger
     (:func:`event_bound`).
 
     Returns (events written, triggers written, index of the first bad word or -1, fault:
-    0 none, 1 unknown word type, 2 event outside the sensor); ``state`` is written back
-    only when there is no fault. The state lives in locals inside the loop; the checks an
-    event needs (a full time seen, the row inside the sensor) are folded into one flag,
-    ``blocked``, updated when the row or the time changes. A VECT_BASE_X and the vector
-    words after it (a camera's 32-pixel group: VECT_12, VECT_12, VECT_8) are written
-    together from one mask, one loop over its set bits instead of a branch per word; a
-    vector word the packet starts with (the packet was cut inside a group) goes word by
-    word, as do groups that would drop or fault.
+    0 none, 1 unknown word type, 2 an event outside width x height px); ``state`` is
+    written back only when there is no fault. Events before the stream's first full time
+    are dropped; so are events outside with ``drop_outside`` (a compile-time constant:
+    without it they are fault 2, the fast first pass whose loop leaves at such an event;
+    :func:`_evt3_decode_packet` counts them from the bound, no counter in this loop). The
+    state lives in locals inside the loop; the checks an event needs (a full time seen,
+    the row inside the sensor) are folded into one flag, ``blocked``, updated when the row
+    or the time changes. A VECT_BASE_X and the vector words after it (a camera's 32-pixel
+    group: VECT_12, VECT_12, VECT_8) are written together from one mask, one loop over its
+    set bits instead of a branch per word; a vector word the packet starts with (the
+    packet was cut inside a group) goes word by word, as do groups that would drop or
+    fault.
     """
+    numba.literally(drop_outside)  # one compiled kernel per value: the first pass has no dropping code
     high, low, row, base, vector_polarity = state[0], state[1], state[2], state[3], state[4]
     high_seen, valid, rollovers = state[5], state[6], state[7]
     epoch_ns = offset_ns + rollovers * _EVT3_TIME_HIGH_PERIOD_US * 1000
@@ -100,7 +107,7 @@ def _evt3_decode_words(words, state, width, height, offset_ns, x, y, t, p, trigg
         if kind == 0x2:  # ADDR_X: one event
             column = word & 0x7FF
             if blocked or column >= width:
-                if valid == 0:
+                if valid == 0 or drop_outside:  # before the first full time, or outside: dropped
                     continue
                 return count, triggers, i, 2
             count = store_event(x, y, t, p, count, column, row, time_ns, ((word >> 10) & 2) - 1)
@@ -118,8 +125,13 @@ def _evt3_decode_words(words, state, width, height, offset_ns, x, y, t, p, trigg
             if mask != 0 and (blocked or base + bits > width):
                 if valid == 0:
                     mask = 0
-                elif row >= height or base >= width or (mask >> (width - base)) != 0:
-                    return count, triggers, i, 2
+                elif row >= height or base >= width or (mask >> (width - base)) != 0:  # some or all outside
+                    if not drop_outside:
+                        return count, triggers, i, 2
+                    inside = np.int64(0)
+                    if row < height and base < width:  # then base + bits > width: 0 < width - base < bits
+                        inside = mask & ((1 << (width - base)) - 1)
+                    mask = inside
             if mask != 0:
                 if bits == 12:
                     count = store_vector(x, y, t, p, count, mask, 12, base, row, time_ns, vector_polarity)
@@ -169,18 +181,46 @@ def _evt3_decode_words(words, state, width, height, offset_ns, x, y, t, p, trigg
 
 
 @numba.njit(cache=True, nogil=True)
+def _evt3_words_before_time(words, high_seen):
+    """How many of a packet's words come before the stream's first full time (a TIME_HIGH,
+    then a TIME_LOW; ``high_seen``: the stream's TIME_HIGH seen in an earlier packet): the
+    events of those words are dropped uncounted."""
+    for i in range(len(words)):
+        kind = words[i] >> 12
+        if kind == EVT3_TIME_HIGH:
+            high_seen = 1
+        elif kind == EVT3_TIME_LOW and high_seen == 1:
+            return i
+    return len(words)
+
+
+@numba.njit(cache=True, nogil=True)
 def _evt3_decode_packet(words, state, width, height, offset_ns):
     """Bound, allocate once, decode once: one call from Python. Returns (x, y, t, p,
-    trigger rows (t, edge, id), index of the first bad word or -1, fault), the arrays views
-    of exactly the decoded events; the state advances only when there is no fault. (The
-    triggers in one array, not three: each array handed back to Python costs time, every
-    packet, and most packets hold no trigger.)"""
+    trigger rows (t, edge, id), events outside width x height px, index of the first bad
+    word or -1, fault), the arrays views of exactly the decoded events (fresh: the caller
+    owns them); the state advances only when there is no fault. A packet with events
+    outside the sensor (a glitch) is decoded a second time, dropping them (the state is as
+    it was): the first pass keeps the loop free of the dropping and counting. The bound
+    is exact (one event per ADDR_X word and per vector bit): the events outside are the
+    bound less those decoded and those before the stream's first full time. (The triggers
+    in one array, not three: each array handed back to Python costs time, every packet,
+    and most packets hold no trigger.)"""
     bound, trigger_bound = event_bound(words, EVT3_ADDR_X, EVT3_VECT_12, EVT3_VECT_8, EVT3_EXT_TRIGGER)
     x, y, t, p = allocate_events(bound)
     trigger_rows = np.empty((trigger_bound, 3), np.int64)
     count, triggers, bad, fault = _evt3_decode_words(words, state, width, height, offset_ns, x, y, t, p,
-                                                     trigger_rows)
-    return x[:count], y[:count], t[:count], p[:count], trigger_rows[:triggers], bad, fault
+                                                     trigger_rows, False)
+    outside = 0
+    if fault == 2:
+        unseen = 0  # events before the stream's first full time
+        if state[6] == 0:
+            unseen, _ = event_bound(words[:_evt3_words_before_time(words, state[5])], EVT3_ADDR_X, EVT3_VECT_12,
+                                    EVT3_VECT_8, -1)
+        count, triggers, bad, fault = _evt3_decode_words(words, state, width, height, offset_ns, x, y, t, p,
+                                                         trigger_rows, True)
+        outside = bound - unseen - count
+    return x[:count], y[:count], t[:count], p[:count], trigger_rows[:triggers], outside, bad, fault
 
 
 class Evt3Decoder:
@@ -196,27 +236,27 @@ class Evt3Decoder:
 
     def decode(self, payload: np.ndarray, is_bigendian: bool = False, payload_offset: int = 0,
                width: int = 2048, height: int = 2048) -> Events:
-        """Decode one packet's payload bytes; raise EventDecodeError on a bad word."""
-        return self.decode_with_triggers(payload, is_bigendian, payload_offset, width, height)[0]
+        """Decode one packet's payload bytes into its CD events (those inside width x height px);
+        raise EventDecodeError on a word of an unknown type."""
+        return self.decode_packet(payload, is_bigendian, payload_offset, width, height)[0]
 
-    def decode_with_triggers(self, payload: np.ndarray, is_bigendian: bool = False,
-                             payload_offset: int = 0, width: int = 2048,
-                             height: int = 2048) -> tuple[Events, Triggers]:
-        """Decode one packet's payload bytes into CD events and external-trigger events."""
+    def decode_packet(self, payload: np.ndarray, is_bigendian: bool = False, payload_offset: int = 0,
+                      width: int = 2048, height: int = 2048) -> tuple[Events, Triggers, int]:
+        """Decode one packet's payload bytes: (CD events inside width x height px, the
+        external-trigger events, how many events lay outside and were dropped). The arrays
+        are fresh (the caller may change them in place). EventDecodeError on a word of an
+        unknown type (the state then stays as it was)."""
         words = payload_words(payload, 2, is_bigendian, ENCODING_EVT3, payload_offset)
-        x, y, t, p, trigger_rows, bad_word, fault = _evt3_decode_packet(
+        x, y, t, p, trigger_rows, outside, bad_word, fault = _evt3_decode_packet(
             words, self.state, width, height, self.time_offset_ns)
         if fault:
             word = int(words[bad_word])
-            what = (f"unknown EVT3 word type {word >> 12:#x}" if fault == 1 else
-                    f"EVT3 event outside the sensor {width}x{height} px")
-            raise EventDecodeError(f"malformed message: {what} in word {word:#06x} at byte "
-                                   f"offset {payload_offset + 2 * bad_word}",
-                                   kind="unknown_word" if fault == 1 else "event_outside_sensor")
+            raise EventDecodeError(f"malformed message: unknown EVT3 word type {word >> 12:#x} in word "
+                                   f"{word:#06x} at byte offset {payload_offset + 2 * bad_word}", kind="unknown_word")
         if len(trigger_rows) == 0:
-            return Events(x, y, t, p), _NO_TRIGGERS
-        return Events(x, y, t, p), Triggers(trigger_rows[:, 0].copy(), trigger_rows[:, 1].astype(np.uint8),
-                                            trigger_rows[:, 2].astype(np.uint8))
+            return Events(x, y, t, p), NO_TRIGGERS, outside
+        return (Events(x, y, t, p), Triggers(trigger_rows[:, 0].copy(), trigger_rows[:, 1].astype(np.uint8),
+                                             trigger_rows[:, 2].astype(np.uint8)), outside)
 
 
 #: a run of at least this many events in a 32-pixel group is written as a vector (4 words),
@@ -326,10 +366,11 @@ new_stream_state = Evt3Decoder
 
 
 def decode_packet(payload: np.ndarray, time_base: int, is_bigendian: bool, payload_offset: int,
-                  width: int, height: int, state: Evt3Decoder) -> tuple[Events, Triggers]:
-    """One packet's payload bytes -> (Events, Triggers), advancing the stream's decoder
-    ``state``; ``time_base`` plays no part (undefined for evt3)."""
-    return state.decode_with_triggers(payload, is_bigendian, payload_offset, width, height)
+                  width: int, height: int, state: Evt3Decoder) -> tuple[Events, Triggers, int]:
+    """One packet's payload bytes -> (Events, Triggers, events outside the sensor (dropped)),
+    advancing the stream's decoder ``state`` (:meth:`Evt3Decoder.decode_packet`);
+    ``time_base`` plays no part (undefined for evt3)."""
+    return state.decode_packet(payload, is_bigendian, payload_offset, width, height)
 
 
 def encode_packet(events: Events, time_base: int | None, sensor_time_offset_ns: int) -> tuple[int, bytes]:

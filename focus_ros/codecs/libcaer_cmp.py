@@ -13,6 +13,8 @@ libcaer_cmp_decoder.h; libcaer_driver message_converter.cpp)::
 Sensor time = time_base + 1000 * (TIME_HIGH << 12 | TIME_LOW). Column, base row and
 polarity carry over from packet to packet (the driver starts each packet with ADDR_X):
 the stream state is an int64 array (:func:`new_stream_state`) the kernel updates in place.
+Events outside the declared sensor size are dropped and counted; an unknown word code, or
+an event before any column / vector base, is a malformed packet.
 """
 
 from __future__ import annotations
@@ -39,13 +41,16 @@ def new_stream_state() -> np.ndarray:
 
 
 @numba.njit(cache=True, nogil=True)
-def _libcaer_cmp_decode_words(words, state, time_base, width, height, x, y, t, p):
+def _libcaer_cmp_decode_words(words, state, time_base, width, height, x, y, t, p, drop_outside):
     """Decode libcaer_cmp words into x, y (px), t (ns), p (+-1), which have room for every
     event (:func:`event_bound`). Returns (events written, index of the first bad word or
-    -1, fault: 0 none, 1 unknown code, 2 outside the sensor, 3 event before any column /
-    vector base); ``state`` is written back only when there is no fault. The checks an
-    event needs (a column seen and inside the sensor) are one flag, ``blocked``, updated
-    with the column."""
+    -1, fault: 0 none, 1 unknown code, 2 an event outside width x height px, 3 event
+    before any column / vector base); ``state`` is written back only when there is no
+    fault. With ``drop_outside`` (a compile-time constant) events outside are dropped
+    instead of fault 2 (and not counted here: :func:`_libcaer_cmp_decode_packet` counts
+    them from the bound). The checks an event needs (a column seen and inside the sensor)
+    are one flag, ``blocked``, updated with the column."""
+    numba.literally(drop_outside)  # one compiled kernel per value: the first pass has no dropping code
     column, column_seen, base, polarity, base_seen = state[0], state[1], state[2], state[3], state[4]
     blocked = column_seen == 0 or column >= width
     high = np.int64(0)  # time bits 12-23 (us), both 0 at the start of every packet
@@ -61,14 +66,23 @@ def _libcaer_cmp_decode_words(words, state, time_base, width, height, x, y, t, p
                 if column_seen == 0 or base_seen == 0:
                     return count, i, 3
                 if mask != 0 and (column >= width or base >= height or (mask >> (height - base)) != 0):
-                    return count, i, 2
+                    if not drop_outside:
+                        return count, i, 2
+                    inside = np.int64(0)
+                    if column < width and base < height:  # then base + 8 > height: 0 < height - base < 8
+                        inside = mask & ((1 << (height - base)) - 1)
+                    mask = inside
             if mask != 0:
                 count = store_vector(y, x, t, p, count, mask, 8, base, column, time_ns, polarity)
             base += 8
         elif code == 3:  # ADDR_Y: one event
             row = word & 0x7FF
             if blocked or row >= height:
-                return count, i, 3 if column_seen == 0 else 2
+                if column_seen == 0:
+                    return count, i, 3
+                if drop_outside:
+                    continue
+                return count, i, 2
             count = store_event(y, x, t, p, count, row, column, time_ns, ((word >> 10) & 2) - 1)
         elif code == 4:  # VECT_BASE_Y
             base = word & 0x7FF
@@ -92,30 +106,39 @@ def _libcaer_cmp_decode_words(words, state, time_base, width, height, x, y, t, p
 
 @numba.njit(cache=True, nogil=True)
 def _libcaer_cmp_decode_packet(words, state, time_base, width, height):
-    """Bound, allocate once, decode once: one call from Python. Returns (x, y, t, p, index
-    of the first bad word or -1, fault), the arrays views of exactly the decoded events."""
+    """Bound, allocate once, decode once: one call from Python. Returns (x, y, t, p, events
+    outside the sensor, index of the first bad word or -1, fault), the arrays views of
+    exactly the decoded events (fresh: the caller owns them). A packet with events outside
+    the sensor (a glitch) is decoded a second time, dropping them (the state is as it
+    was): the first pass keeps the loop free of the dropping. The bound is exact (one
+    event per ADDR_Y word and per VECT_8 bit): the events outside are the bound less those
+    decoded."""
     bound, _ = event_bound(words, CMP_ADDR_Y, -1, CMP_VECT_8, -1)
     x, y, t, p = allocate_events(bound)
-    count, bad, fault = _libcaer_cmp_decode_words(words, state, time_base, width, height, x, y, t, p)
-    return x[:count], y[:count], t[:count], p[:count], bad, fault
+    count, bad, fault = _libcaer_cmp_decode_words(words, state, time_base, width, height, x, y, t, p, False)
+    outside = 0
+    if fault == 2:
+        count, bad, fault = _libcaer_cmp_decode_words(words, state, time_base, width, height, x, y, t, p, True)
+        outside = bound - count
+    return x[:count], y[:count], t[:count], p[:count], outside, bad, fault
 
 
 def decode_packet(payload: np.ndarray, time_base: int, is_bigendian: bool, payload_offset: int,
-                  width: int, height: int, state: np.ndarray) -> tuple[Events, None]:
-    """One packet's payload bytes -> (Events, no triggers), advancing the stream ``state``
-    (:func:`new_stream_state`); EventDecodeError on an unknown word code, an event outside
-    the sensor (width x height px) or before any column / vector base."""
+                  width: int, height: int, state: np.ndarray) -> tuple[Events, None, int]:
+    """One packet's payload bytes -> (Events inside width x height px, no triggers, events
+    outside (dropped)), advancing the stream ``state`` (:func:`new_stream_state`);
+    EventDecodeError on an unknown word code or an event before any column / vector base
+    (the state then stays as it was)."""
     words = payload_words(payload, 2, is_bigendian, ENCODING_LIBCAER_CMP, payload_offset)
-    x, y, t, p, bad, fault = _libcaer_cmp_decode_packet(words, state, np.int64(time_base), width, height)
+    x, y, t, p, outside, bad, fault = _libcaer_cmp_decode_packet(words, state, np.int64(time_base), width, height)
     if fault:
         word = int(words[bad])
-        what = {1: f"unknown libcaer_cmp word code {word >> 12}",
-                2: f"libcaer_cmp event outside the sensor {width}x{height} px",
-                3: "libcaer_cmp event before any ADDR_X / VECT_BASE_Y word"}[fault]
+        what = (f"unknown libcaer_cmp word code {word >> 12}" if fault == 1 else
+                "libcaer_cmp event before any ADDR_X / VECT_BASE_Y word")
         raise EventDecodeError(f"malformed message: {what} in word {word:#06x} at byte offset "
                                f"{payload_offset + 2 * bad}",
-                               kind={1: "unknown_word", 2: "event_outside_sensor", 3: "event_before_address"}[fault])
-    return Events(x, y, t, p), None
+                               kind="unknown_word" if fault == 1 else "event_before_address")
+    return Events(x, y, t, p), None, outside
 
 
 @numba.njit(cache=True, nogil=True)

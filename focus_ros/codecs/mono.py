@@ -3,14 +3,15 @@
 Layout (event_camera_msgs README, "mono"; event_camera_codecs mono_decoder.h /
 mono_encoder.h): bit 63 polarity (1 = ON), bits 48-62 y (15 bits), bits 32-47 x
 (16 bits), bits 0-31 dt (ns) after the message's time_base; words in the byte order
-given by is_bigendian. Sensor time = time_base + dt. No state from packet to packet.
+given by is_bigendian. Sensor time = time_base + dt. Events outside the declared sensor
+size are dropped and counted. No state from packet to packet.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from focus_ros.codecs._cdr import EventDecodeError, check_event_fields
+from focus_ros.codecs._cdr import EventDecodeError
 from focus_ros.events import Events
 
 ENCODING_MONO = "mono"
@@ -18,9 +19,10 @@ _MONO_WORD_BYTES = 8
 
 
 def decode_packet(payload: np.ndarray, time_base: int, is_bigendian: bool, payload_offset: int,
-                  width: int, height: int, state=None) -> tuple[Events, None]:
-    """One packet's payload bytes -> (Events, no triggers); EventDecodeError when the bytes
-    are not whole words or an event lies outside the sensor (width x height px)."""
+                  width: int, height: int, state=None) -> tuple[Events, None, int]:
+    """One packet's payload bytes -> (Events inside width x height px (fresh arrays), no
+    triggers, events outside (dropped)); EventDecodeError when the bytes are not whole
+    words."""
     if len(payload) % _MONO_WORD_BYTES:
         raise EventDecodeError(
             f"malformed message: mono payload of {len(payload)} bytes at byte offset "
@@ -30,9 +32,12 @@ def decode_packet(payload: np.ndarray, time_base: int, is_bigendian: bool, paylo
     y = ((words >> np.uint64(48)) & np.uint64(0x7FFF)).astype(np.uint16)
     on = (words >> np.uint64(63)).astype(np.uint8)
     dt = (words & np.uint64(0xFFFFFFFF)).astype(np.int64)
-    check_event_fields(x, y, np.zeros(len(x), np.int64), on, payload_offset, width, height)
+    inside = (x < width) & (y < height)
+    outside = len(x) - int(np.count_nonzero(inside))
+    if outside:
+        x, y, on, dt = x[inside], y[inside], on[inside], dt[inside]
     t = np.int64(time_base) + dt
-    return Events(x, y, t, (on.astype(np.int8) * 2 - 1).astype(np.int8)), None
+    return Events(x, y, t, (on.astype(np.int8) * 2 - 1).astype(np.int8)), None, outside
 
 
 def encode_packet(events: Events, time_base: int | None, sensor_time_offset_ns: int = 0) -> tuple[int, bytes]:

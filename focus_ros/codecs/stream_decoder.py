@@ -8,7 +8,7 @@ import numpy as np
 from focus_ros.codecs.dvs_msgs import decode_event_array, decode_event_array_ros1
 from focus_ros.codecs.event_packet import PacketStreamState, decode_event_packet
 from focus_ros.codecs.message_types import EVENT_MESSAGE_TYPES, event_message_type, short_message_type
-from focus_ros.events import NANOSECONDS_PER_SECOND, Events
+from focus_ros.events import NANOSECONDS_PER_SECOND
 
 #: a stream whose first event lies within this of its message's header stamp is already
 #: stamped in ROS time (host clock); otherwise it runs on the camera's own clock
@@ -59,9 +59,11 @@ class EventMessageDecoder:
             lag = info.stamp_ns - int(events.t[0])
             self.offset_ns = 0 if abs(lag) <= HOST_CLOCK_TOLERANCE_NS else lag
         if self.offset_ns:
+            # in place: the codecs hand back fresh arrays (no copy of every packet's times)
             offset = np.int64(self.offset_ns)
-            events = Events(events.x, events.y, events.t + offset, events.p)
+            if len(events):
+                np.add(events.t, offset, out=events.t)
             triggers = getattr(info, "triggers", None)
             if triggers is not None and len(triggers):
-                triggers.t[:] += offset
+                np.add(triggers.t, offset, out=triggers.t)
         return events, info
