@@ -440,7 +440,8 @@ class EventInput:
             self.warn_once("malformed:" + fault_kind(error), f"event message ignored: {error} "
                            "(malformed_messages counts every one)")
             return
-        outside = getattr(info, "outside_events", 0)  # events outside the declared size, dropped by the decoder (every encoding), counted by the guard
+        # events outside the declared size: dropped by the decoder (every encoding), counted by the guard
+        outside = getattr(info, "outside_events", 0)
         with self._lock:
             self._counts["messages_received"] += 1
             self._counts["events_received"] += len(events) + outside
