@@ -44,6 +44,8 @@ import cv2
 import numba
 import numpy as np
 
+from focus_ros.camera import Calibration
+from focus_ros.events import Events
 from focus_ros.warps import FASTMATH, KERNEL_OPTIONS
 
 BILINEAR = 0
@@ -412,3 +414,46 @@ def accumulate(points: np.ndarray, width: int, height: int, weights=None, kernel
                                     with_timestamps, image, timestamp_image, kept, scratch)
     return WarpedEventImage(image, timestamp_image if with_timestamps else None, kept,
                             count - int(kept_count))
+
+
+# ----------------------------------------------------------------- a coarser pixel grid
+
+def coarse_grid_calibration(calibration: Calibration, factor: int) -> Calibration:
+    """The camera seen on a grid of ``factor`` x ``factor`` pixel bins (factor 1: itself):
+    size ceil(size / factor) px, focal lengths / factor, and the principal point where bin
+    u' = (u - (factor - 1) / 2) / factor puts it (bin u' covers the pixels factor u' ..
+    factor u' + factor - 1, its centre at pixel factor u' + (factor - 1) / 2). The distortion,
+    in normalised coordinates, stays. With :func:`events_on_coarse_grid`, the IWE of a large
+    sensor at a coarser grid: fewer pixels for the image passes of every evaluation, and more
+    events per pixel of a thinned window; rad/s estimates are unchanged in meaning."""
+    if factor == 1:
+        return calibration
+    if factor < 1:
+        raise ValueError(f"pixel binning must be a positive integer, got {factor}")
+    offset = (factor - 1) / 2
+    return Calibration(-(-calibration.width // factor), -(-calibration.height // factor),
+                       calibration.fx / factor, calibration.fy / factor, (calibration.cx - offset) / factor,
+                       (calibration.cy - offset) / factor, tuple(calibration.distortion))
+
+
+#: the coarse grid keeps at least this many bins (about twice a DAVIS346's pixels): 2x2 bins
+#: on a 1280x720 sensor (230,400 bins), none below (EVALUATION.md, "Sensors": binning a
+#: 640x480 sensor costs accuracy, a 1280x720 one none)
+MIN_COARSE_GRID_BINS = 200_000
+
+
+def coarse_grid_factor(width: int, height: int) -> int:
+    """The largest bin size (px per side) whose grid keeps at least MIN_COARSE_GRID_BINS bins;
+    1 (no binning) for sensors below twice that."""
+    factor = 1
+    while -(-width // (factor + 1)) * -(-height // (factor + 1)) >= MIN_COARSE_GRID_BINS:
+        factor += 1
+    return factor
+
+
+def events_on_coarse_grid(events: Events, factor: int) -> Events:
+    """The events with their pixel (x, y) replaced by its ``factor`` x ``factor`` bin (for
+    :func:`coarse_grid_calibration`; times and polarities unchanged)."""
+    if factor == 1:
+        return events
+    return Events(events.x // np.uint16(factor), events.y // np.uint16(factor), events.t, events.p)

@@ -9,10 +9,18 @@ Both hold at most about one window plus one input batch in memory, whatever the
 length of the stream. The generators serve offline streams; the classes behind them,
 :class:`CountWindowCutter` and :class:`DurationWindowCutter`, take batches as they arrive
 (``push(batch) -> list of complete windows``), for a live stream.
+
+Windows that fit the sensor and the motion of a rotating camera (the angular velocity
+node's and ``focus-ros estimate``'s default): :class:`WindowRule` says how long a window must
+be and how often windows come, :class:`SlotWindowCutter` cuts windows whose duration and
+stride may change from one to the next, thinned with :func:`thin_events` to a budget of
+events that :class:`EventBudget` keeps within the estimator's time; :class:`AdaptiveWindows`
+puts the three together.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 import numpy as np
@@ -129,3 +137,324 @@ def duration_windows(batches: Iterable[Events], duration_ns: int, stride_ns: int
     cutter = DurationWindowCutter(duration_ns, stride_ns, start_ns)
     for batch in batches:
         yield from cutter.push(batch)
+
+
+# ----------------------------------------------------------------- windows that fit the sensor and the motion
+
+def thin_events(events: Events, count: int) -> Events:
+    """At most ``count`` of the events, spread uniformly over the window by index: event
+    ``floor((i + 1/2) n / count)`` for i = 0 .. count - 1 (n = len(events)). Deterministic (the
+    same window and count give the same events), in time order, every part of the window
+    thinned alike; all of them when there are no more than ``count``."""
+    return events[_thinned_indices(len(events), count)] if len(events) > count else events
+
+
+def _thinned_indices(total: int, count: int) -> np.ndarray:
+    """The indices :func:`thin_events` keeps of ``total`` events (increasing)."""
+    return ((np.arange(count, dtype=np.int64) * 2 + 1) * total) // (2 * count)
+
+
+@dataclass(frozen=True)
+class WindowRule:
+    """How long a window of a rotating camera must be to hold enough to focus, and how often
+    the windows come; [default], meaning, unit, why.
+
+    - rotation_deg [3.0 deg]: the angle the camera turns within a window at the motion the
+      previous estimate implies, duration = rotation / |omega|: an image motion of about
+      f * rotation px (f the focal length in px: about 10 px on a DAVIS240C, 46 px on a
+      1280x720 IMX636 with a 4.3 mm lens), so that the error of a focused image (a fraction
+      of a pixel) is the same small fraction of the motion on every sensor. About what the
+      DAVIS240C's 30,000-event windows hold at the Event Camera Dataset's fastest rotations.
+    - events_per_pixel [0.3]: at least this many events per pixel of the IWE: the window
+      grows until it holds them at the measured event rate (a larger sensor needs more).
+    - cold_events_per_pixel [0.7]: while the motion is unknown (the start, after a reset or a
+      withheld estimate) a window holds this many events per IWE pixel, at most one output
+      period: the DAVIS240C's 30,000-event windows, scaled by the pixel count.
+    - output_period_s [0.02 s]: at most this long between two windows' reference times
+      (the output rate, 50 Hz): windows longer than it overlap, shorter ones follow each other.
+    - min_duration_s [0.001 s], max_duration_s [0.1 s]: bounds of the duration; the upper
+      one also applies while the camera (nearly) stands still (omega -> 0).
+    - The compute budget (:class:`EventBudget`): a window is thinned to the events the
+      estimator can take in ``budget_share`` [0.6] of the time between two windows (the
+      stride: at most an output period), so that it keeps up with every window, between
+      ``min_events`` [15,000] (or ``min_events_per_pixel`` [0.1] per IWE pixel, if more:
+      fewer make the IWE of a 640x480 sensor too sparse to focus well; below the floor the
+      node drops windows rather than estimate badly) and ``max_events`` [150,000] events
+      (also the offline default: beyond it a window costs more than it gains).
+    - max_held_events [4,000,000 events, about 50 MB]: the most events held for the windows
+      to come: at a DVXplorer's 145 Mev/s under flicker, windows shorten to 28 ms instead of
+      the memory growing with the rate.
+    """
+
+    rotation_deg: float = 3.0
+    events_per_pixel: float = 0.3
+    cold_events_per_pixel: float = 0.7
+    output_period_s: float = 0.02
+    min_duration_s: float = 0.001
+    max_duration_s: float = 0.1
+    budget_share: float = 0.6
+    min_events: int = 15_000
+    min_events_per_pixel: float = 0.1
+    max_events: int = 150_000
+    max_held_events: int = 4_000_000
+
+    def duration_ns(self, pixels: int, angular_speed_rad_s: float | None, event_rate_hz: float | None) -> int:
+        """The window duration (ns) for an IWE of ``pixels`` pixels, the angular speed |omega|
+        (rad/s) of the last estimate (None: unknown, see ``cold_events_per_pixel``; one output
+        period while the rate is unknown too) and the event rate (events/s, None while unknown)."""
+        if angular_speed_rad_s is None or not np.isfinite(angular_speed_rad_s):
+            duration_s = (min(self.cold_events_per_pixel * pixels / event_rate_hz, self.output_period_s)
+                          if event_rate_hz else self.output_period_s)
+        elif angular_speed_rad_s > 0:
+            duration_s = np.deg2rad(self.rotation_deg) / angular_speed_rad_s
+        else:
+            duration_s = self.max_duration_s
+        if event_rate_hz and event_rate_hz > 0:
+            duration_s = max(duration_s, self.events_per_pixel * pixels / event_rate_hz)
+        return int(round(1e9 * min(max(duration_s, self.min_duration_s), self.max_duration_s)))
+
+    def stride_ns(self, duration_ns: int) -> int:
+        """Between two windows' reference times (ns): the duration, at most one output period."""
+        return int(min(duration_ns, round(1e9 * self.output_period_s)))
+
+
+@dataclass
+class CutWindow:
+    """One window of a :class:`SlotWindowCutter`: its events (thinned to the cutter's
+    ``max_events``), how many events the window held before thinning, and its span
+    [start_ns, end_ns)."""
+
+    events: Events
+    raw_count: int
+    start_ns: int
+    end_ns: int
+
+    @property
+    def kept_share(self) -> float:
+        """Share of the window's events kept by the thinning (1 = all)."""
+        return len(self.events) / self.raw_count if self.raw_count else 1.0
+
+
+class SlotWindowCutter:
+    """Windows centred on a sequence of reference times: window k holds the events of
+    [c_k - d_k / 2, c_k + d_k / 2), c_{k+1} = c_k + s_k (ns), where the duration d_k and the
+    stride s_k are the attributes ``duration_ns`` and ``stride_ns`` as they are when window k is
+    planned: the caller may change them between windows (the :class:`WindowRule` from the last
+    estimate). The first window (since the start or a reset) starts at the first event and
+    ends after ``duration_ns`` or, sooner, after its ``first_window_events`` events (0 = no
+    such bound): the event rate is unknown then. A window is complete once an
+    event at or after its end arrives; windows without events are skipped (after a gap the
+    next window starts at the next event). Each window is thinned to at most ``max_events``
+    (0 = all; :func:`thin_events`, set it between windows too) while it is gathered.
+
+    Memory: the batches are kept as they came (no copy per batch) back to the start of the
+    longest window that can still come (``max_duration_ns``), and a window is copied once,
+    thinned: the events held are bounded by max_duration_ns times the event rate, and by
+    ``max_held_events`` (0 = no such bound; beyond it the oldest batches go, a window then
+    starts later), whatever the length of the stream.
+    """
+
+    def __init__(self, duration_ns: int, stride_ns: int, max_duration_ns: int, max_events: int = 0,
+                 first_window_events: int = 0, max_held_events: int = 0):
+        if min(duration_ns, stride_ns, max_duration_ns) <= 0:
+            raise ValueError(f"window duration, stride and longest duration must be positive (ns), got "
+                             f"{duration_ns}, {stride_ns}, {max_duration_ns}")
+        self.duration_ns, self.stride_ns = int(duration_ns), int(stride_ns)
+        self.max_duration_ns, self.max_events = int(max_duration_ns), int(max_events)
+        self.first_window_events = int(first_window_events)
+        self.max_held_events = int(max_held_events)
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the held events; the next window starts at the next event."""
+        self._chunks: list[Events] = []
+        self._held = 0  # events in _chunks
+        self._centre_ns: int | None = None
+
+    @property
+    def held_events(self) -> int:
+        """Events held now (bounded, see the class docstring)."""
+        return self._held
+
+    def push(self, batch: Events) -> list[CutWindow]:
+        """Add a time-ordered batch; return the windows it completed (oldest first)."""
+        return list(self.cut(batch))
+
+    def cut(self, batch: Events) -> Iterator[CutWindow]:
+        """Add a time-ordered batch and yield the windows it completed one by one, each planned
+        with ``duration_ns`` / ``stride_ns`` as they are when the previous one has been taken
+        (offline, where one batch completes many windows, a window is planned from the
+        previous one's estimate as live). Iterate it to the end."""
+        if not len(batch):
+            return
+        self._chunks.append(batch)
+        self._held += len(batch)
+        while self.max_held_events and self._held - len(self._chunks[0]) >= self.max_held_events:
+            self._held -= len(self._chunks.pop(0))  # beyond the bound: the oldest go (the windows thin anyway)
+        last_ns = int(batch.t[-1])
+        if self._centre_ns is None:  # the first window since the start (or a reset)
+            first_ns = int(self._chunks[0].t[0])
+            end = first_ns + min(self.duration_ns, self.max_duration_ns)
+            if self.first_window_events and self.held_events >= self.first_window_events:
+                end = min(end, self._time_of_event(self.first_window_events - 1) + 1)
+            elif last_ns < end:
+                return
+            self._centre_ns = first_ns + (end - first_ns) // 2
+            yield self._gather(first_ns, end)
+            self._centre_ns += self.stride_ns
+        while True:
+            half = min(self.duration_ns, self.max_duration_ns) // 2
+            start, end = self._centre_ns - half, self._centre_ns + half
+            if last_ns < end:
+                break
+            window = self._gather(start, end)
+            if window.raw_count:
+                yield window
+                self._centre_ns += self.stride_ns
+            else:  # a gap: the next window starts at the next event
+                following = self._first_time_at_or_after(end)
+                self._centre_ns = max(self._centre_ns + self.stride_ns, following + half)
+        self._forget_before(self._centre_ns - self.max_duration_ns // 2)
+
+    def _segments(self, start_ns: int, end_ns: int) -> list[tuple[Events, int, int]]:
+        """(chunk, first, last) index ranges of the held events in [start_ns, end_ns)."""
+        segments = []
+        for chunk in self._chunks:
+            if int(chunk.t[-1]) < start_ns or int(chunk.t[0]) >= end_ns:
+                continue
+            first, last = np.searchsorted(chunk.t, (start_ns, end_ns), side="left")
+            if last > first:
+                segments.append((chunk, int(first), int(last)))
+        return segments
+
+    def _gather(self, start_ns: int, end_ns: int) -> CutWindow:
+        """The window's events, thinned while copied (one copy of the kept events only)."""
+        segments = self._segments(start_ns, end_ns)
+        total = sum(last - first for _, first, last in segments)
+        if self.max_events and total > self.max_events:
+            keep = _thinned_indices(total, self.max_events)
+            parts, offset = [], 0
+            for chunk, first, last in segments:
+                low, high = np.searchsorted(keep, (offset, offset + last - first))
+                parts.append(chunk[keep[low:high] - offset + first])
+                offset += last - first
+        else:
+            parts = [chunk[first:last] for chunk, first, last in segments]
+        events = Events.concatenate(parts) if parts else Events.empty()
+        return CutWindow(events, total, start_ns, end_ns)
+
+    def _time_of_event(self, index: int) -> int:
+        """Time (ns) of the held event of this index (oldest first; index < held_events)."""
+        for chunk in self._chunks:
+            if index < len(chunk):
+                return int(chunk.t[index])
+            index -= len(chunk)
+        raise IndexError("fewer events held")
+
+    def _first_time_at_or_after(self, time_ns: int) -> int:
+        for chunk in self._chunks:
+            index = int(np.searchsorted(chunk.t, time_ns, side="left"))
+            if index < len(chunk):
+                return int(chunk.t[index])
+        return time_ns
+
+    def _forget_before(self, time_ns: int) -> None:
+        while self._chunks and int(self._chunks[0].t[-1]) < time_ns:
+            self._held -= len(self._chunks.pop(0))
+
+
+class EventBudget:
+    """Events per window an estimator can take within a time budget (the thinning's
+    ``max_events``): after each window, ``update(events, seconds)`` scales the budget by the
+    square root of target / measured time (damped: one slow window from a busy machine does
+    not halve it), within [minimum, maximum] events. A rule, not a queue: the output rate stays,
+    the windows hold fewer events when the estimator is slow."""
+
+    def __init__(self, target_s: float, minimum: int, maximum: int, initial: int):
+        if not (target_s > 0 and 0 < minimum <= maximum):
+            raise ValueError(f"event budget needs a positive target time and 0 < minimum <= maximum, got "
+                             f"{target_s} s, {minimum}, {maximum}")
+        self.target_s, self.minimum, self.maximum = float(target_s), int(minimum), int(maximum)
+        self.events = int(min(max(initial, minimum), maximum))
+
+    def update(self, events: int, seconds: float) -> int:
+        """Take one window's time (s) for its events; return the new budget (events)."""
+        if events > 0 and seconds > 0 and np.isfinite(seconds):
+            scale = np.sqrt(self.target_s / seconds)
+            if events >= self.events:  # thinned to the budget: the time says how far it may move
+                self.events = int(min(max(self.events * scale, self.minimum), self.maximum))
+            elif seconds > self.target_s:  # a window smaller than the budget was already too slow
+                self.events = int(min(max(events * scale, self.minimum), self.maximum))
+        return self.events
+
+
+class AdaptiveWindows:
+    """The windows that fit the sensor and the motion: a :class:`SlotWindowCutter` whose
+    duration and stride follow the :class:`WindowRule` from the last estimate's angular speed
+    and the measured event rate, each window thinned to a budget of events: fixed
+    (``max_events`` > 0; 0 = the rule's ``max_events``) or, with ``live``, an
+    :class:`EventBudget` that follows the estimator's time per window. ``pixels``: the IWE's
+    pixel count (after any binning). Serves the node (live) and ``focus-ros estimate``
+    (offline, deterministic); not thread-safe (the node holds its lock)."""
+
+    def __init__(self, rule: WindowRule, pixels: int, max_events: int = 0, live: bool = False):
+        self.rule, self.pixels = rule, int(pixels)
+        cap = int(max_events) or rule.max_events
+        floor = min(max(rule.min_events, int(rule.min_events_per_pixel * self.pixels)), cap)
+        self.budget = (EventBudget(rule.budget_share * rule.output_period_s, floor, cap,
+                                   min(max(4 * rule.min_events, floor), cap)) if live and not max_events else None)
+        self.fixed_max_events = cap
+        duration = rule.duration_ns(self.pixels, None, None)
+        self.cutter = SlotWindowCutter(duration, rule.stride_ns(duration), int(round(rule.max_duration_s * 1e9)),
+                                       self.max_events, int(rule.cold_events_per_pixel * self.pixels),
+                                       rule.max_held_events)
+        self.event_rate_hz: float | None = None
+        self.angular_speed_rad_s: float | None = None
+
+    @property
+    def max_events(self) -> int:
+        """Events a window is thinned to now."""
+        return self.budget.events if self.budget is not None else self.fixed_max_events
+
+    @property
+    def duration_ns(self) -> int:
+        return self.cutter.duration_ns
+
+    @property
+    def stride_ns(self) -> int:
+        return self.cutter.stride_ns
+
+    def reset(self) -> None:
+        """A restart of the stream: no events held, the next window as at the start."""
+        self.cutter.reset()
+        self.angular_speed_rad_s = None
+        self._plan()
+
+    def push(self, batch: Events) -> list[CutWindow]:
+        """Add a batch; the windows it completed, thinned (oldest first)."""
+        return self.cutter.push(batch)
+
+    def cut(self, batch: Events) -> Iterator[CutWindow]:
+        """Add a batch; yield the windows it completed one by one, each planned after the
+        previous one's :meth:`after_estimate` (offline; see :meth:`SlotWindowCutter.cut`)."""
+        return self.cutter.cut(batch)
+
+    def after_estimate(self, window: CutWindow, angular_speed_rad_s: float | None,
+                       estimator_s: float | None = None) -> None:
+        """Plan the next windows from one window's outcome: the angular speed |omega| (rad/s)
+        it found (None: unknown, e.g. withheld; 0: too little motion), the event rate it
+        held and (live) the estimator's time for it (s)."""
+        span_s = (window.end_ns - window.start_ns) * 1e-9
+        if span_s > 0 and window.raw_count:
+            self.event_rate_hz = window.raw_count / span_s
+        self.angular_speed_rad_s = angular_speed_rad_s
+        if self.budget is not None and estimator_s is not None:
+            self.budget.update(len(window.events), estimator_s)
+        self._plan()
+
+    def _plan(self) -> None:
+        duration = self.rule.duration_ns(self.pixels, self.angular_speed_rad_s, self.event_rate_hz)
+        self.cutter.duration_ns, self.cutter.stride_ns = duration, self.rule.stride_ns(duration)
+        if self.budget is not None:  # windows come every stride: each may take its share of that
+            self.budget.target_s = self.rule.budget_share * self.cutter.stride_ns * 1e-9
+        self.cutter.max_events = self.max_events

@@ -95,7 +95,8 @@ def check_estimates(estimates, node_log, bag, recording, env, tmp_path):
 
     # offline: the same bag, the same windows and settings -> the same estimates
     output = tmp_path / "offline.csv"
-    result = subprocess.run([executable("focus-ros"), "estimate", str(bag), "--output", str(output)],
+    result = subprocess.run([executable("focus-ros"), "estimate", str(bag), "--output", str(output),
+                             "--window-events", str(WINDOW_EVENTS)],  # the node's windows (davis240c.yaml)
                             capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 0, result.stderr
     with open(output) as handle:

@@ -7,8 +7,13 @@ import numpy as np
 import pytest
 
 from conftest import slice_folder
+from test_info_cli import focus_ros_cli
+from focus_ros.camera import Calibration
 from focus_ros.cli import main
 from focus_ros.cli.estimate import CSV_COLUMNS
+from focus_ros.events import Events
+from focus_ros.sources.bags import write_bag
+from focus_ros.sources.recording import ImuSamples, Recording
 
 
 @pytest.fixture
@@ -43,7 +48,7 @@ def test_estimate_writes_one_row_per_window(sequence, tmp_path):
 def test_events_file_and_calib_paths(sequence, tmp_path):
     output = tmp_path / "omega.csv"
     assert main(["estimate", str(sequence / "events.txt"), "--calib", str(sequence / "calib.txt"),
-                 "-o", str(output), "--max-windows", "1", "--quiet"]) == 0
+                 "-o", str(output), "--window-events", "30000", "--max-windows", "1", "--quiet"]) == 0
     assert len(output.read_text().splitlines()) == 2
 
 
@@ -75,7 +80,7 @@ def test_bag_gives_the_same_estimates_as_the_folder(sequence, tmp_path):
         if version:
             write_bag(path, recording, version=version, events_per_message=7000)
         csv_path = tmp_path / f"{name}.csv"
-        assert main(["estimate", str(path), "--output", str(csv_path), "--quiet"]) == 0
+        assert main(["estimate", str(path), "--output", str(csv_path), "--window-events", "30000", "--quiet"]) == 0
         outputs[name] = csv_path.read_text()
     assert outputs["folder"].count("\n") >= 3
     assert outputs["ros1"] == outputs["folder"]
@@ -88,8 +93,8 @@ def test_optimizer_and_blur_options(sequence, tmp_path, capsys):
     estimates = {}
     for optimizer, blur in (("bfgs", "1"), ("cg", "0"), ("cg", "1")):
         output = tmp_path / f"{optimizer}_{blur}.csv"
-        assert main(["estimate", str(sequence), "-o", str(output), "--max-windows", "1", "--t-ref", "start",
-                     "--optimizer", optimizer, "--blur-sigma", blur, "--quiet"]) == 0
+        assert main(["estimate", str(sequence), "-o", str(output), "--window-events", "30000", "--max-windows", "1",
+                     "--t-ref", "start", "--optimizer", optimizer, "--blur-sigma", blur, "--quiet"]) == 0
         with open(output) as handle:
             row = list(csv.DictReader(handle))[0]
         estimates[optimizer, blur] = np.array([float(row[key]) for key in ("wx", "wy", "wz")])
@@ -98,3 +103,88 @@ def test_optimizer_and_blur_options(sequence, tmp_path, capsys):
     assert main(["estimate", str(sequence), "--blur-sigma", "-0.5", "--quiet"]) == 1
     error = capsys.readouterr().err.strip()
     assert "--blur-sigma must be >= 0" in error and len(error.splitlines()) == 1
+
+
+# ----------------------------------------------------------------------------------------
+# Sequences a user can give by mistake, through the command line as a user runs it
+
+
+def random_events(count: int, width: int, height: int, seed: int = 3) -> Events:
+    """Events spread over a width x height px sensor, 1 s from t = 1 s (microsecond times)."""
+    rng = np.random.default_rng(seed)
+    t = np.sort(rng.integers(0, 1_000_000, count)) * 1000 + 1_000_000_000
+    return Events.from_arrays(rng.integers(0, width, count), rng.integers(0, height, count), t,
+                              rng.integers(0, 2, count))
+
+
+def one_error_line(result) -> str:
+    assert result.returncode == 1, result.stdout + result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    return line
+
+
+@pytest.mark.parametrize("command", ["estimate", "depth"])
+def test_a_bag_without_events_is_named_as_such_with_what_it_holds(tmp_path, command):
+    """No event topic and no camera_info: the missing events are the error (not the calibration),
+    with the bag's topics and types; nothing is written."""
+    t = np.arange(1_000_000_000, 2_000_000_000, 5_000_000)
+    imu = ImuSamples(t, np.zeros((len(t), 3)), np.zeros((len(t), 3)))
+    bag = tmp_path / "imu_only"
+    write_bag(bag, Recording(events=random_events(0, 1, 1), imu=imu))
+    error = one_error_line(focus_ros_cli(command, bag, "-o", tmp_path / "out", "--quiet"))
+    assert error.startswith(f"focus-ros {command}: error:") and "the bag holds no event messages" in error
+    assert f"/dvs/imu (sensor_msgs/msg/Imu, {len(t)} messages)" in error and "camera_info" not in error
+    assert not (tmp_path / "out").exists()
+
+
+def test_errors_name_the_option_that_fixes_them_and_leave_no_csv(tmp_path):
+    """A DAVIS346 bag (EventPackets declaring 346x260) without camera_info: the error names --calib;
+    with a calib.txt the bag's declared size is used; a size that does not fit (--width/--height
+    240x180) is named, and the failed run leaves no CSV (an earlier one stays as it was)."""
+    bag = tmp_path / "davis346"
+    write_bag(bag, Recording(events=random_events(12_000, 346, 260)), event_encoding="libcaer_cmp",
+              events_per_message=3000)
+    calib = tmp_path / "calib.txt"
+    calib.write_text("243.0 243.0 173.0 130.0 -0.25 0.08 0.0 0.0\n")
+    output = tmp_path / "omega.csv"
+    error = one_error_line(focus_ros_cli("estimate", bag, "-o", output, "--quiet"))
+    assert "the bag has no camera_info" in error and "--calib" in error
+    assert not output.exists()
+    result = focus_ros_cli("estimate", bag, "--calib", calib, "-o", output, "--window-events", "5000", "--quiet")
+    assert result.returncode == 0, result.stderr
+    assert len(output.read_text().splitlines()) == 1 + 2
+    earlier = output.read_text()
+    error = one_error_line(focus_ros_cli("estimate", bag, "--calib", calib, "--width", "240", "--height", "180",
+                                         "-o", output, "--window-events", "5000", "--quiet"))
+    assert "lies outside the 240x180 px sensor" in error and "--width/--height" in error
+    assert output.read_text() == earlier
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["calib.txt", "davis346", "omega.csv"]
+
+
+def test_events_beyond_the_default_sensor_name_width_and_height(tmp_path):
+    """An ECD folder of a DAVIS346 (calib.txt holds no size; the default is the DAVIS240C's)."""
+    from focus_ros.sources.ecd import write_ecd_folder
+
+    folder = tmp_path / "davis346"
+    write_ecd_folder(folder, Recording(events=random_events(8_000, 346, 260)))
+    (folder / "calib.txt").write_text("243.0 243.0 173.0 130.0\n")
+    output = tmp_path / "omega.csv"
+    error = one_error_line(focus_ros_cli("estimate", folder, "-o", output, "--window-events", "4000", "--quiet"))
+    assert "outside the 240x180 px sensor" in error and "--width/--height" in error and not output.exists()
+    result = focus_ros_cli("estimate", folder, "--width", "346", "--height", "260", "-o", output,
+                           "--window-events", "4000", "--quiet")
+    assert result.returncode == 0, result.stderr
+    assert len(output.read_text().splitlines()) == 1 + 2
+
+
+def test_an_unusable_camera_info_names_calib(tmp_path):
+    bag = tmp_path / "uncalibrated"
+    write_bag(bag, Recording(events=random_events(6_000, 240, 180),
+                             calibration=Calibration(240, 180, 0.0, 0.0, 120.0, 90.0)))
+    error = one_error_line(focus_ros_cli("estimate", bag, "-o", tmp_path / "omega.csv", "--quiet"))
+    assert "focal length" in error and "give a calibration file with --calib" in error
+    (tmp_path / "calib.txt").write_text("200.0 200.0 120.0 90.0\n")
+    result = focus_ros_cli("estimate", bag, "--calib", tmp_path / "calib.txt", "-o", tmp_path / "omega.csv",
+                           "--window-events", "3000", "--quiet")
+    assert result.returncode == 0, result.stderr
+    assert len((tmp_path / "omega.csv").read_text().splitlines()) == 1 + 2

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from focus_ros.camera import Calibration
+from focus_ros.estimators.covariance import angular_velocity_covariance
 from focus_ros.events import Events
-from focus_ros.iwe import KERNELS
+from focus_ros.iwe import KERNELS, coarse_grid_calibration, events_on_coarse_grid
 from focus_ros.losses import LOSSES, get_loss
 from focus_ros.objective import Objective, supported_polarity_modes
 from focus_ros.optimize import OPTIMIZERS, REAL_TIME_SETTINGS, OptimizerSettings, minimize
@@ -36,6 +37,11 @@ T_REF_CHOICES = ("start", "middle", "end")
 #: where each window's search starts (see AngularVelocitySettings.warm_start)
 WARM_STARTS = ("extrapolate", "previous")
 ROTATION_WARPS = ("exact", "small_angle")
+#: why an estimate is withheld (``WindowEstimate.withheld``): a degenerate loss, too few events,
+#: no finite optimum, beyond the sensor (or max_angular_velocity), every event outside the
+#: image, a doubtful optimum (recovery), too little image motion, a flat focus landscape
+WITHHELD_REASONS = ("degenerate_loss", "few_events", "non_finite", "beyond_sensor", "outside_image",
+                    "doubtful_optimum", "little_motion", "flat_focus")
 
 
 @dataclass(frozen=True)
@@ -108,6 +114,19 @@ class AngularVelocitySettings:
       are solved again with the warp of the last acceleration, which gives the next one, and
       the window with that (stopping when it changes by less than 10 %, or when its solve is
       no sharper than constant velocity).
+    - pixel_binning [1]: the IWE on a grid of bins of this many pixels squared
+      (:func:`~focus_ros.iwe.coarse_grid_calibration`): for large sensors, as accurate on
+      windows thinned to a compute budget and several times cheaper per evaluation
+      (EVALUATION.md, "Sensors"); the IWE images are then at the binned size.
+    - Withheld, not published (the estimate's ``withheld`` says why; counted by the node):
+      ``min_motion_px`` [1.0 px of the IWE grid]: the image motion |omega| f (t_last - t_first)
+      the estimate implies over the window is below it: the image at omega = 0 is already
+      as sharp, the window cannot tell the motion from zero ("little_motion");
+      ``min_focus_gain`` [0.01]: the focus improvement over omega = 0 is below it although
+      the estimate implies motion: a flat landscape does not support it ("flat_focus");
+      ``max_motion_share`` [0.5]: the implied image motion over the window exceeds this share
+      of the image's smaller side: the sensor could not have seen that motion as sharp
+      edges ("beyond_sensor", as ``max_angular_velocity``).
     """
 
     loss: str = "variance"
@@ -133,6 +152,10 @@ class AngularVelocitySettings:
     max_change_with_acceleration_rad_s: float = 1.5
     min_check_events: int = 8000
     cold_acceleration_refinements: int = 3
+    pixel_binning: int = 1
+    min_motion_px: float = 1.0
+    min_focus_gain: float = 0.01
+    max_motion_share: float = 0.5
 
 
 def real_time_settings(**changes) -> AngularVelocitySettings:
@@ -185,6 +208,21 @@ class WindowEstimate:
     #: (3,) rad/s^2: the constant angular acceleration the window was solved with, when the
     #: constant-velocity check found omega changing too much within it (None otherwise)
     angular_acceleration: np.ndarray | None = None
+    #: (3, 3) (rad/s)^2: covariance of angular_velocity from the focus's curvature at the optimum
+    #: (:mod:`focus_ros.estimators.covariance`); None when degenerate
+    covariance: np.ndarray | None = None
+    #: why a degenerate estimate was withheld, one of WITHHELD_REASONS ('' when published)
+    withheld: str = ""
+
+
+def planning_speed_rad_s(estimate: "WindowEstimate") -> float | None:
+    """The angular speed |omega| (rad/s) the next auto window is planned from
+    (:class:`~focus_ros.windows.AdaptiveWindows`): the estimate's; 0 when it was withheld for
+    too little motion (the next window longer); None (unknown: as at a start) when withheld
+    for another reason."""
+    if not estimate.degenerate:
+        return float(np.linalg.norm(estimate.angular_velocity))
+    return 0.0 if estimate.withheld == "little_motion" else None
 
 
 def reference_time_ns(events: Events, t_ref: str) -> int:
@@ -259,7 +297,9 @@ class AngularVelocityEstimator:
             raise ValueError(f"loss '{self.loss.name}' works only {' or '.join(modes)} polarity, not {mode}")
         self.blur_sigma_px = (default_blur_sigma_px(self.loss) if settings.blur_sigma_px is None
                               else settings.blur_sigma_px)
-        self.objective = Objective(calibration, self.loss, warp=settings.warp, kernel=settings.kernel,
+        #: the camera as the IWE sees it: the sensor, or its coarse grid (pixel_binning)
+        self.grid_calibration = coarse_grid_calibration(calibration, int(settings.pixel_binning))
+        self.objective = Objective(self.grid_calibration, self.loss, warp=settings.warp, kernel=settings.kernel,
                                    sigma=settings.sigma, use_polarity=settings.use_polarity,
                                    loss_options=settings.loss_options, blur_sigma_px=self.blur_sigma_px)
         self.reset()
@@ -295,20 +335,22 @@ class AngularVelocityEstimator:
     def estimate(self, events: Events, initial=None) -> WindowEstimate:
         """Estimate omega (rad/s) for one window of time-ordered events."""
         settings = self.settings
+        events = events_on_coarse_grid(events, int(settings.pixel_binning))
         count = len(events)
         t_ref_ns = reference_time_ns(events, settings.t_ref) if count else 0
         start = np.asarray(initial, dtype=np.float64).reshape(3) if initial is not None else (
             self._warm_start(events, t_ref_ns) if count else np.zeros(3))
         nan3 = np.full(3, np.nan)
-        reason = self.degenerate_reason
+        reason, withheld = self.degenerate_reason, "degenerate_loss"
         if not reason and count < settings.min_events:
             reason = f"window has {count} events, fewer than the minimum {settings.min_events}"
+            withheld = "few_events"
         if reason:
             if count:
                 self._previous_end_ns = int(events.t[-1])
             self._remember(t_ref_ns, None)
             return WindowEstimate(t_ref_ns, nan3, math.nan, math.nan, math.nan, start, 0, 0, 0, 0,
-                                  degenerate=True, message=reason)
+                                  degenerate=True, message=reason, withheld=withheld)
         cold = initial is None and (self.previous is None or not start.any())
         self.objective.set_events(events, t_ref_ns, int(events.t[0]))
         sign = self.loss.sign
@@ -340,31 +382,60 @@ class AngularVelocityEstimator:
         omega, result, final = solution.omega, solution.result, solution.final
         score = solution.score
         message = result.message
-        degenerate = False
+        withheld = ""
+        motion_px = self.image_motion_px(omega, events)
         if not np.all(np.isfinite(omega)) or not math.isfinite(score):
-            degenerate, message = True, "optimizer produced a non-finite estimate"
+            withheld, message = "non_finite", "optimizer produced a non-finite estimate"
         elif np.linalg.norm(omega) > settings.max_angular_velocity:
-            degenerate = True
+            withheld = "beyond_sensor"
             message = (f"estimate |omega| = {np.linalg.norm(omega):.1f} rad/s exceeds the limit "
                        f"{settings.max_angular_velocity} rad/s (diverged)")
+        elif motion_px > settings.max_motion_share * min(self.objective.width, self.objective.height):
+            withheld = "beyond_sensor"
+            message = (f"estimate |omega| = {np.linalg.norm(omega):.2f} rad/s moves the image by {motion_px:.0f} px "
+                       f"within the window, more than {settings.max_motion_share:g} of the image: beyond what the "
+                       "sensor could see")
         elif final.kept == 0:
-            degenerate, message = True, "every event is warped outside the image"
+            withheld, message = "outside_image", "every event is warped outside the image"
         elif recovered and disagreement > settings.agreement_rad_s and self._doubtful(improvement):
-            degenerate = True
+            withheld = "doubtful_optimum"
             message = (f"doubtful optimum: focus improvement {improvement:.3g} far below the recent windows' "
                        f"median {np.median(self._improvements):.3g}, and a coarse-to-fine search found another "
                        f"optimum {disagreement:.2f} rad/s away")
+        elif motion_px < settings.min_motion_px:
+            withheld = "little_motion"
+            message = (f"too little motion in the window: the estimate moves the image by {motion_px:.2f} px, "
+                       f"less than min_motion_px {settings.min_motion_px:g}: it cannot be told from zero")
+        elif not improvement >= settings.min_focus_gain:
+            withheld = "flat_focus"
+            message = (f"flat focus landscape: the estimate sharpens the image by {improvement:.2g} over no motion, "
+                       f"less than min_focus_gain {settings.min_focus_gain:g}")
+        degenerate = bool(withheld)
         self._previous_end_ns = int(events.t[-1])
         self._previous_duration_ns = int(events.t[-1] - events.t[0])
         if not degenerate and math.isfinite(improvement):
             self._improvements = (self._improvements + [improvement])[-max(settings.doubt_history, 1):]
         # a doubtful window keeps its best estimate as the next warm start (better than none)
         self._remember(t_ref_ns, omega if self._plausible(omega) and final.kept else None)
+        covariance = None
+        if not degenerate:  # the objective holds the window the solution belongs to
+            covariance, spent = angular_velocity_covariance(self.objective, omega, final.value, self.loss.sign,
+                                                            final.gradient, settings.max_angular_velocity ** 2)
+            evaluation_count += spent
         return WindowEstimate(t_ref_ns, nan3 if degenerate else omega, score, score_at_initial,
                               score_at_zero, start, result.iterations, evaluation_count,
                               final.kept, final.dropped, converged=result.converged,
                               degenerate=degenerate, message=message, improvement=improvement,
-                              recovered=recovered, angular_acceleration=angular_acceleration)
+                              recovered=recovered, angular_acceleration=angular_acceleration,
+                              covariance=covariance, withheld=withheld)
+
+    def image_motion_px(self, omega: np.ndarray, events: Events) -> float:
+        """How far (px of the IWE grid) the image moves over the window's time span at this
+        angular velocity (rad/s): |omega| times the larger focal length times the span; NaN
+        for a non-finite omega."""
+        span_s = (int(events.t[-1]) - int(events.t[0])) * 1e-9 if len(events) else 0.0
+        focal_px = max(self.grid_calibration.fx, self.grid_calibration.fy)
+        return float(np.linalg.norm(omega)) * focal_px * span_s
 
     def _plausible(self, omega: np.ndarray) -> bool:
         """Finite and within ``max_angular_velocity``: a second solve that wanders beyond it
