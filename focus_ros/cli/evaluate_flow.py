@@ -6,8 +6,10 @@ rotating camera (the simulator's rotation presets, the dataset's *_rotation sequ
 recording also has camera poses and depth maps (the simulator's six_dof), the camera's
 translation and the depth are added. Prints and writes
 (OUTPUT/flow_table.md, OUTPUT/flow_table.csv) per loss the average endpoint error in px over the
-window's time span and in px/s, the share of valid patches over 3 px, the share of patches
-reported valid, the median time per window; plots the error over time (OUTPUT/flow_errors.png).
+window's time span and in px/s, the share of valid patches over 3 px, the median relative error
+|v - v_gt| / |v_gt| and the share over 10 %, the share of patches reported valid (of those with
+events, and of those with at least 50 events: full flows and, apart, normal flows), the median
+time per window; plots the error over time (OUTPUT/flow_errors.png).
 """
 
 from __future__ import annotations
@@ -30,15 +32,17 @@ FIGURE_6_LOSSES = ("variance", "gradient_magnitude", "laplacian_magnitude", "var
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_source_arguments(parser)
     parser.add_argument("-o", "--output", required=True, type=Path, help="output folder")
-    parser.add_argument("--losses", default=",".join(FIGURE_6_LOSSES),
-                        help="comma-separated loss names, or 'all' (default: the paper's Fig. 6 losses)")
+    parser.add_argument("--losses", default=",".join(("area_exponential",) + FIGURE_6_LOSSES),
+                        help="comma-separated loss names, or 'all' (default: the estimator's default, "
+                             "area_exponential, and the paper's Fig. 6 losses)")
     parser.add_argument("--polarity", action="store_true", help="use polarity in the IWE (b_k = p_k)")
     parser.add_argument("--ground-truth", choices=("auto", "imu", "mocap", "estimate"), default="auto",
                         help="auto: IMU, else motion capture; estimate: no ground truth, compare with the flow "
                              "of the full-frame angular velocity estimate (a rotating camera; a consistency check)")
     parser.add_argument("--imu-delay", type=float, metavar="MS", default=None,
                         help="gyro delay (ms): default 2.4 for recorded data, 0 for the simulator")
-    parser.add_argument("--window-events", type=int, default=30_000, help="events per window (default 30000)")
+    parser.add_argument("--window-events", type=int, default=None,
+                        help="events per window (default: 30000 on a 240x180 sensor, scaled by the pixel count)")
     parser.add_argument("--window-ms", type=float, default=None, help="windows of this duration (ms) instead")
     parser.add_argument("--max-windows", type=int, metavar="M", help="at most M (consecutive) windows")
     add_flow_arguments(parser)
@@ -67,6 +71,9 @@ def run(args) -> int:
     if args.window_ms is not None:
         windows = flow.duration_window_bounds(events.t, int(round(args.window_ms * 1e6)), args.max_windows)
     else:
+        from focus_ros.estimators.optical_flow import default_window_events
+        calibration = recording.calibration
+        args.window_events = args.window_events or default_window_events(calibration.width, calibration.height)
         windows = build_windows(events.t, args.window_events, max_windows=args.max_windows)
     if len(windows) == 0:
         raise UserError(f"the sequence has {len(events)} events: not one window")

@@ -4,7 +4,10 @@ Reads an Event Camera Dataset folder or a ROS 1 / ROS 2 bag as a stream, cuts it
 N events (or of a duration), splits the sensor into square patches and gives each patch the flow
 v maximising the focus loss of its events warped by x' = x - (t - t_ref) v, in pixels of the raw
 (distorted) image, warm-started from the previous window. Writes OUTPUT/flow.csv (one row per
-patch and window: t_ref s, patch centre x y px, vx vy px/s, events, confidence, valid, reason)
+patch and window: t_ref s, patch centre x y px, vx vy px/s, events, confidence (the focus's
+curvature at the maximum: threshold it to keep the surest flows), valid, reason, borrowed (1: a
+patch with few events or one edge solved with its neighbours' flow as a prior), normal_vx
+normal_vy px/s (aperture patches: the flow along their edge's normal, the only observable part))
 and, every K-th window, OUTPUT/arrows_NNNNNN.png (flow arrows over the motion-compensated image)
 and OUTPUT/colors_NNNNNN.png (flow as colours: hue = direction, brightness = speed).
 The ROS node optical_flow_node gives the same flows for the same windows and settings.
@@ -20,7 +23,8 @@ from pathlib import Path
 from focus_ros.cli import UserError
 from focus_ros.events import NANOSECONDS_PER_SECOND
 
-CSV_COLUMNS = ("t_ref", "x", "y", "vx", "vy", "events", "confidence", "valid", "reason")
+CSV_COLUMNS = ("t_ref", "x", "y", "vx", "vy", "events", "confidence", "valid", "reason", "borrowed", "normal_vx",
+               "normal_vy")
 
 
 def add_flow_arguments(parser) -> None:
@@ -44,6 +48,23 @@ def add_flow_arguments(parser) -> None:
                              f"(default {defaults.min_aperture_ratio})")
     parser.add_argument("--blur-sigma", type=float, default=None,
                         help="IWE blur (px, at most 1; default 1 for spatial losses, 0 otherwise)")
+    parser.add_argument("--min-borrowing-events", type=int, default=defaults.min_borrowing_events,
+                        help="patches with at least this many events (but fewer than --min-patch-events) and "
+                             "aperture patches are solved with their neighbours' flow as a prior "
+                             f"(default {defaults.min_borrowing_events})")
+    parser.add_argument("--no-borrowing", action="store_true",
+                        help="no second pass with the neighbours' prior: sparse and aperture patches stay invalid")
+    parser.add_argument("--no-smoothing", action="store_true",
+                        help="the second pass leaves the valid patches' flows as they are")
+    parser.add_argument("--min-confidence", type=float, default=defaults.min_confidence,
+                        help="a valid patch needs at least this confidence (default "
+                             f"{defaults.min_confidence:g}; flow.csv has each patch's)")
+    parser.add_argument("--pixel-binning", type=int, default=defaults.pixel_binning,
+                        help="events binned b x b before the flow (patch sizes in binned px); default 0 = from the "
+                             "sensor: 1 up to 479 px wide, 2 up to 959, 4 beyond")
+    parser.add_argument("--max-window-events", type=int, default=None,
+                        help="windows with more events are thinned to this many (uniform, deterministic); default: "
+                             "with binning, the default window of the binned image, else none; 0 = never")
     parser.add_argument("--t-ref", choices=("start", "middle", "end"), default=defaults.t_ref)
 
 
@@ -59,6 +80,9 @@ def settings_from_flow_arguments(args, **changes):
                                margin_px=args.margin, pyramid_patch_sizes=pyramid,
                                min_events_per_patch=args.min_patch_events,
                                min_aperture_ratio=args.min_aperture_ratio, blur_sigma_px=args.blur_sigma,
+                               min_borrowing_events=args.min_borrowing_events, borrowing=not args.no_borrowing,
+                               smoothing=not args.no_smoothing, min_confidence=args.min_confidence,
+                               pixel_binning=args.pixel_binning, max_window_events=args.max_window_events,
                                t_ref=args.t_ref, **changes)
 
 
@@ -69,12 +93,15 @@ def add_arguments(parser) -> None:
     parser.add_argument("--calib", help="calib.txt or ROS camera YAML (only the sensor size is used: flow is "
                                         "in raw pixels); default: beside events.txt, or the bag's camera_info")
     parser.add_argument("--topic", default=None, help="bag event topic (default: found by message type)")
-    parser.add_argument("--width", type=int, default=240, help="sensor width for calib.txt (px, default 240)")
-    parser.add_argument("--height", type=int, default=180, help="sensor height for calib.txt (px, default 180)")
-    parser.add_argument("--window-events", type=int, default=30_000, help="events per window (default 30000)")
+    parser.add_argument("--width", type=int, default=None, help="sensor width for calib.txt (px; default: the "
+                        "size a simulated folder records, else 240)")
+    parser.add_argument("--height", type=int, default=None, help="sensor height for calib.txt (px; default: the "
+                        "size a simulated folder records, else 180)")
+    parser.add_argument("--window-events", type=int, default=None,
+                        help="events per window (default: 30000 on a 240x180 sensor, scaled by the pixel count)")
     parser.add_argument("--window-ms", type=float, default=None,
                         help="windows of this duration (ms) instead of a number of events")
-    parser.add_argument("--loss", default="variance", help="focus loss name (default variance)")
+    parser.add_argument("--loss", default=None, help="focus loss name (default area_exponential)")
     parser.add_argument("--polarity", action="store_true", help="use polarity in the IWE (b_k = p_k)")
     add_flow_arguments(parser)
     parser.add_argument("--picture-every", type=int, default=10, metavar="K",
@@ -95,7 +122,7 @@ def sequence_windows(sequence, topic, window_events: int, window_ms: float | Non
 
 
 def check_window_arguments(args) -> None:
-    if args.window_events <= 0:
+    if args.window_events is not None and args.window_events <= 0:
         raise UserError(f"--window-events must be positive, got {args.window_events}")
     if args.window_ms is not None and not (math.isfinite(args.window_ms) and args.window_ms > 0):
         raise UserError(f"--window-ms must be a positive duration (ms), got {args.window_ms}")
@@ -117,20 +144,23 @@ def flow_rows(estimate):
     from focus_ros.estimators.optical_flow import REASONS
 
     t_ref = f"{estimate.t_ref_ns / NANOSECONDS_PER_SECOND:.9f}"
-    for center, vector, events, confidence, reason in zip(estimate.grid.centers, estimate.flow, estimate.event_counts,
-                                                           estimate.confidence, estimate.reason):
-        yield [t_ref, f"{center[0]:g}", f"{center[1]:g}",
-               *(f"{v:.6f}" if math.isfinite(v) else "nan" for v in vector), int(events),
-               f"{confidence:.6g}" if math.isfinite(confidence) else "nan", int(reason == 0), REASONS[int(reason)]]
+    number = lambda value, digits=6: f"{value:.{digits}f}" if math.isfinite(value) else "nan"  # noqa: E731
+    for center, vector, events, confidence, reason, borrowed, normal in zip(
+            estimate.centers, estimate.flow, estimate.event_counts, estimate.confidence, estimate.reason,
+            estimate.borrowed, estimate.normal_flow):
+        yield [t_ref, f"{center[0]:g}", f"{center[1]:g}", number(vector[0]), number(vector[1]), int(events),
+               f"{confidence:.6g}" if math.isfinite(confidence) else "nan", int(reason == 0), REASONS[int(reason)],
+               int(borrowed), number(normal[0]), number(normal[1])]
 
 
 def run(args) -> int:
     from tqdm import tqdm
 
-    from focus_ros.estimators.optical_flow import OpticalFlowEstimator
+    from focus_ros.estimators.optical_flow import OpticalFlowEstimator, OpticalFlowSettings, default_window_events
     from focus_ros.losses import LOSSES
     from focus_ros.sources.sequence import sequence_calibration
 
+    args.loss = args.loss or OpticalFlowSettings().loss
     if args.loss not in LOSSES:
         raise UserError(f"unknown loss '{args.loss}': choose one of {', '.join(LOSSES)}")
     check_window_arguments(args)
@@ -139,7 +169,11 @@ def run(args) -> int:
     sequence = Path(args.sequence)
     calibration = sequence_calibration(sequence, args.calib, args.width, args.height)
     settings = settings_from_flow_arguments(args, loss=args.loss, use_polarity=args.polarity)
-    estimator = OpticalFlowEstimator(calibration.width, calibration.height, settings)
+    try:
+        estimator = OpticalFlowEstimator(calibration.width, calibration.height, settings)
+    except ValueError as error:
+        raise UserError(str(error)) from None
+    window_events = args.window_events or default_window_events(calibration.width, calibration.height)
     output = args.output
     output.mkdir(parents=True, exist_ok=True)
     written = valid = patches = 0
@@ -147,7 +181,7 @@ def run(args) -> int:
                                                                     file=sys.stderr) as progress:
         writer = csv.writer(handle)
         writer.writerow(CSV_COLUMNS)
-        for window in sequence_windows(sequence, args.topic, args.window_events, args.window_ms):
+        for window in sequence_windows(sequence, args.topic, window_events, args.window_ms):
             estimate = estimator.estimate(window)
             writer.writerows(flow_rows(estimate))
             if args.picture_every and written % args.picture_every == 0:

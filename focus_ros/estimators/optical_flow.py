@@ -30,9 +30,23 @@ A patch's flow is reported invalid (NaN) rather than wrong when (``REASONS``):
   needs, and a patch whose flow leaves it is solved again with ``margin_px``) or the optimiser
   produced a non-finite value.
 
-The drops come from the focus score at u* ± probe along x and y (4 batched value
-evaluations). The coarser pyramid levels only provide starts: they skip these checks. The
-confidence of a patch is its focus gain over v = 0, ``(score(v*) - score(0)) / |score(0)|``.
+The drops come from the focus score at u* ± probe along x and y and at u* + probe (1, 1) (5
+batched value evaluations), which also give the score's Hessian: the confidence of a patch is
+its relative drop for a probe-length move in the direction it drops least, times the square
+root of its events (``curvature_confidence``; near 0 on a ridge or a plateau), so users can keep
+the surest flows (``min_confidence``).
+The coarser pyramid levels only provide starts: they skip these checks.
+
+Denser flow (``borrowing``): after the first pass, a second one solves again, each with a
+quadratic prior towards the flow its neighbours predict (``borrowing_prior``), the patches with
+few events (at least ``min_borrowing_events``), the aperture patches (their events fix the
+component along the edge's normal, the prior the other) and, with ``smoothing``, the valid
+ones; their flows are reported valid, flagged ``borrowed`` when they had too few events. An
+aperture patch without a prior keeps its normal flow (``FlowEstimate.normal_flow``, the
+component along its edge's normal, the only one its events determine).
+
+Large sensors: a window is thinned to ``max_window_events`` and its events binned
+(``pixel_binning``) before all this; flows and patch centres are reported in raw pixels.
 """
 
 from __future__ import annotations
@@ -44,7 +58,7 @@ import numpy as np
 
 from focus_ros.estimators.angular_velocity import default_blur_sigma_px, reference_time_ns
 from focus_ros.events import NANOSECONDS_PER_SECOND, Events
-from focus_ros.losses import LOSSES, get_loss
+from focus_ros.losses import LOSSES, LossOptions, get_loss
 from focus_ros.optimize import OptimizerSettings
 from focus_ros.flow.batched_bfgs import minimize_batched
 from focus_ros.flow.patches import PatchGrid, PatchObjective
@@ -61,27 +75,72 @@ FLOW_OPTIMIZER_SETTINGS = OptimizerSettings(gradient_tolerance=1e-6, value_toler
                                             max_iterations=10, initial_step=0.5, max_line_search_evaluations=4)
 
 T_REF_CHOICES = ("start", "middle", "end")
+#: the losses' parameters for patch flow: an area loss counts a pixel as covered from about
+#: λ0 = 2 events on (``area_scale_events``; 1 is the full-frame default): on the simulated
+#: sequences every error measure improved by 5-15 % for a few % fewer valid patches (EVALUATION.md)
+FLOW_LOSS_OPTIONS = LossOptions(area_scale_events=2.0)
+
+#: events per window on a DAVIS240C (240 x 180); other sensors scale it by their pixel count
+#: (``default_window_events``)
+WINDOW_EVENTS_240 = 30_000
+
+
+def default_window_events(width: int, height: int) -> int:
+    """Events per window for a width x height px sensor: WINDOW_EVENTS_240 scaled by the pixel
+    count, so that a patch holds as many events at the same texture (the events per patch set
+    the accuracy; a larger sensor has more patches to share a window's events)."""
+    return max(1000, int(round(WINDOW_EVENTS_240 * width * height / (240 * 180), -3)))
+
+
+def default_pixel_binning(width: int, height: int) -> int:
+    """Pixels binned per side for a width x height px sensor: the largest power of two that keeps
+    the binned width at least 240 px (1 for a DAVIS240C or DAVIS346, 2 for a 640x480 DVXplorer, 4
+    for a 1280x720 IMX636). Why: with lenses of similar field of view, the binned image then moves
+    as a DAVIS240C's does (px per rad), so the patch size, margins and window motion tuned there
+    hold, and a window costs about what it costs there."""
+    binning = 1
+    while width // (2 * binning) >= 240:
+        binning *= 2
+    return binning
+
+
 #: how the warm start fills the patches without a previous flow (OpticalFlowSettings.warm_fill)
 WARM_FILLS = ("affine", "rings")
-
 
 
 @dataclass(frozen=True)
 class OpticalFlowSettings:
     """How to estimate patch flow (units in the names; defaults in brackets; the reasons for the
-    defaults, measured, are in EVALUATION.md, "Flow: patch optical flow").
+    defaults, measured, are in EVALUATION.md, "Flow: defaults from measurement", made by
+    ``benchmarks/eval_flow_defaults.py``).
 
-    loss [variance]: registry name (not the timestamp loss; counts-only losses without polarity);
+    loss [area_exponential]: registry name (not the timestamp loss; counts-only losses without polarity);
     use_polarity [False]: b_k = p_k; patch_size_px [15, the paper's] and patch_stride_px [= size]: the grid;
-    margin_px [8]: events within this many px of a patch are warped into it (px); adaptive_margin
+    margin_px [12]: events within this many px of a patch are warped into it (px); max_motion_margins
+    [1.5]: a window whose warm start predicts more motion than this many margins is cut to its
+    central part (``_trimmed``; 0: never); pixel_binning [0 = ``default_pixel_binning`` of the
+    sensor]: events binned b x b before everything (patch sizes, margins and strides are in
+    binned pixels; flows and patch centres are reported in raw pixels); max_window_events [None = with
+    binning, ``default_window_events`` of the binned image, else all; 0: all]: a window with more
+    events is thinned uniformly and deterministically to this many
+    (``focus_ros.windows.thin_events``), so that a window of a large sensor costs about what a
+    DAVIS240C's costs and the output rate holds; adaptive_margin
     [True]: with a warm start, each patch gathers only within the margin its previous flow needs —
     motion from t_ref to the window's far end × margin_growth [1.25] + margin_slack_px [2.0] px,
     at most margin_px (a flow found beyond a patch's margin is reported out of range);
     border_px [2]: the patch IWE's border (px); t_ref ["middle"]: "start" | "middle" | "end";
     blur_sigma_px [None = 1 px for spatial losses, else 0]: IWE blur (px, at most 1);
     min_events_per_patch [150: the error falls with the events per patch, so fewer valid patches
-    buy accuracy], min_window_events [1000]; probe_px [1.0]: displacement (px over the
-    window) of the curvature probe; min_relative_drop [0.02]; min_aperture_ratio [0.15];
+    buy accuracy], min_window_events [1000]; borrowing [True]: a second pass solves the patches
+    with at least min_borrowing_events [50] but fewer than min_events_per_patch events, the
+    aperture patches and (smoothing [True]) the valid ones again, each with a prior: the flow its
+    neighbours' predict (``borrowing_prior``, a local affine fit within 2 patches) or, where they
+    are too few (affine_prior [True]), the affine field of the window's flows (``fill_affine``),
+    weighted by prior_weight [0.1: the prior costs this share of the patch's focus score per px²
+    (over the window) of distance] times min_events_per_patch / events (a sparser patch leans
+    more on its neighbours); probe_px [1.0]: displacement (px over the window) of
+    the curvature probe; min_relative_drop [0.02]; min_confidence [0]: a valid patch needs at
+    least this confidence (``curvature_confidence``); min_aperture_ratio [0.15];
     warm_start [True]: start from the previous window's flows; warm_fill ["affine": more accurate
     and fewer iterations than the neighbours' mean]: a patch
     without one starts from the affine flow field fitted to the others (``fill_affine``) or
@@ -91,14 +150,15 @@ class OpticalFlowSettings:
     over the window); straggler_share [0.05]: the batched solve stops when no more than this share
     of the patches still iterate (they keep their best point so far); optimizer_settings: the batched BFGS's
     stopping rules in px over the window (FLOW_OPTIMIZER_SETTINGS; tighter ones gain nothing measurable);
-    loss_options [None: ``LossOptions()``]: the losses' parameters.
+    loss_options [None: ``FLOW_LOSS_OPTIONS``, the losses' defaults but for the area's event scale
+    λ0 = 2 events]: the losses' parameters.
     """
 
-    loss: str = "variance"
+    loss: str = "area_exponential"
     use_polarity: bool = False
     patch_size_px: int = 15
     patch_stride_px: int | None = None
-    margin_px: int = 8
+    margin_px: int = 12
     adaptive_margin: bool = True
     margin_growth: float = 1.25
     margin_slack_px: float = 2.0
@@ -106,6 +166,15 @@ class OpticalFlowSettings:
     t_ref: str = "middle"
     blur_sigma_px: float | None = None
     min_events_per_patch: int = 150
+    borrowing: bool = True
+    min_borrowing_events: int = 50
+    prior_weight: float = 0.1
+    smoothing: bool = True
+    affine_prior: bool = True
+    max_motion_margins: float = 1.5
+    pixel_binning: int = 0
+    max_window_events: int | None = None
+    min_confidence: float = 0.0
     min_window_events: int = 1000
     probe_px: float = 1.0
     min_relative_drop: float = 0.02
@@ -126,8 +195,13 @@ class FlowEstimate:
 
     t_ref_ns: reference time (ns); duration_s: the window's time span T (s); centers (P, 2):
     patch centres (x, y) px; flow (P, 2): (vx, vy) px/s, NaN where invalid; event_counts (P,);
-    confidence (P,): focus gain over v = 0 (NaN where not evaluated); reason (P,): REASONS code;
-    iterations (P,); evaluations: engine calls for the window.
+    confidence (P,): the focus's curvature at the maximum (``curvature_confidence``; NaN where not
+    evaluated, 0 for an invalid patch); reason (P,): REASONS code; iterations (P,); evaluations:
+    engine calls for the window; grid: the patch grid, in binned pixels (binning: pixels binned
+    per side; centers and flows are in raw pixels); borrowed (P,): valid patches with fewer than
+    ``min_events_per_patch`` events, solved with their neighbours' flow as a prior; normal (P,):
+    aperture patches given their normal flow; normal_direction (P, 2): the unit normal n of
+    their edge (the structure tensor's major axis); normal_flow (P, 2) px/s: (n·v) n, NaN elsewhere.
     """
 
     t_ref_ns: int
@@ -140,6 +214,22 @@ class FlowEstimate:
     iterations: np.ndarray
     evaluations: int
     grid: PatchGrid
+    borrowed: np.ndarray = None
+    binning: int = 1
+    normal: np.ndarray = None
+    normal_direction: np.ndarray = None
+    normal_flow: np.ndarray = None
+
+    def __post_init__(self):
+        count = len(self.reason)
+        if self.borrowed is None:
+            self.borrowed = np.zeros(count, dtype=bool)
+        if self.normal is None:
+            self.normal = np.zeros(count, dtype=bool)
+        if self.normal_direction is None:
+            self.normal_direction = np.full((count, 2), np.nan)
+        if self.normal_flow is None:
+            self.normal_flow = np.full((count, 2), np.nan)
 
     @property
     def valid(self) -> np.ndarray:
@@ -149,13 +239,19 @@ class FlowEstimate:
         """(rows, columns, 2) float32 (vx, vy) px/s per patch, NaN where invalid (the node's 32FC2)."""
         return self.flow.reshape(self.grid.rows, self.grid.columns, 2).astype(np.float32)
 
+    def confidence_image(self) -> np.ndarray:
+        """(rows, columns) float32 confidence per patch, 0 where invalid (the node's 32FC1)."""
+        confidence = np.where(self.valid, np.nan_to_num(self.confidence, nan=0.0), 0.0)
+        return confidence.reshape(self.grid.rows, self.grid.columns).astype(np.float32)
 
-def aperture_ratio(tiles: np.ndarray, border: int) -> np.ndarray:
+
+def aperture_ratio(tiles: np.ndarray, border: int) -> tuple[np.ndarray, np.ndarray]:
     """Smaller over larger eigenvalue (P,) of each tile's structure tensor
     sum (I_x, I_y)' (I_x, I_y) over the patch (tiles (P, tile, tile), the sharp IWEs; gradients
     by the losses' Sobel filter after a 1-px blur): near 0 when all the patch's gradients are
     parallel (one straight edge: the flow along it is not observable), near 1 for corners and
-    texture. NaN for a tile without gradient."""
+    texture. NaN for a tile without gradient. Also the unit major axis (P, 2) (x, y): the edge's
+    normal, the direction in which an aperture patch's flow is observable."""
     from focus_ros.iwe import gaussian_blur_kernel
     from focus_ros.losses import filters
     from focus_ros.flow.patch_losses import GAP_ROWS, tile_filter
@@ -173,8 +269,9 @@ def aperture_ratio(tiles: np.ndarray, border: int) -> np.ndarray:
     a_xy = (image_x * image_y).sum(axis=(1, 2))
     mean = (a_xx + a_yy) / 2.0
     radius = np.sqrt(((a_xx - a_yy) / 2.0) ** 2 + a_xy ** 2)
+    angle = 0.5 * np.arctan2(2.0 * a_xy, a_xx - a_yy)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return (mean - radius) / (mean + radius)
+        return (mean - radius) / (mean + radius), np.stack([np.cos(angle), np.sin(angle)], axis=1)
 
 
 def fill_from_neighbours(flows: np.ndarray, neighbours: np.ndarray) -> np.ndarray:
@@ -223,6 +320,73 @@ def fill_affine(flows: np.ndarray, centers: np.ndarray, neighbours: np.ndarray) 
     return flows
 
 
+def curvature_confidence(score, along_x, along_y, diagonal, events=1) -> np.ndarray:
+    """Confidence (P,) >= 0 of each patch from the curvature of its focus score at the maximum:
+    the score's drop, relative to the score, for a move of one probe length in the direction in
+    which it drops least (the smaller eigenvalue of minus the Hessian times probe² / 2 / |score|),
+    times the square root of the patch's events (P,). Why both: the flow's standard error is
+    about the score's noise over its curvature, and with n events the relative noise of a sum of
+    n terms falls as 1 / sqrt(n), so sqrt(n) times the relative curvature grows as the inverse of
+    the error. Inputs: score (P,) at the maximum u, along_x = (score(u + p e_x), score(u - p e_x)),
+    along_y likewise, diagonal = score(u + p (e_x + e_y)). Near 0 for a flat landscape or a ridge
+    (one edge: the flow along it is not determined); larger for a sharp, isolated maximum."""
+    drop_xx = 2.0 * score - along_x[0] - along_x[1]  # -H_xx p^2
+    drop_yy = 2.0 * score - along_y[0] - along_y[1]
+    drop_xy = -(diagonal - along_x[0] - along_y[0] + score)  # -H_xy p^2 (forward differences)
+    mean = (drop_xx + drop_yy) / 2.0
+    radius = np.sqrt(((drop_xx - drop_yy) / 2.0) ** 2 + drop_xy ** 2)
+    magnitude = np.where(np.abs(score) > 0, np.abs(score), 1.0)
+    return np.maximum((mean - radius) / 2.0 / magnitude, 0.0) * np.sqrt(events)
+
+
+#: the borrowing prior's neighbourhood: patches within this many grid steps (a 5 x 5 block)
+PRIOR_RADIUS = 2
+
+
+def borrowing_prior(flows: np.ndarray, rows: int, columns: int, min_known: int = 3) -> np.ndarray:
+    """Per patch, the flow (P, 2) px/s its neighbours' flows predict at its centre: the affine
+    field v = a + B d fitted by least squares to the finite flows (P, 2, patch p = row * columns +
+    column) of the patches within ``PRIOR_RADIUS`` grid steps d (the patch itself left out),
+    their mean where the fit is degenerate (all in a line), NaN where fewer than ``min_known``
+    are finite. A smooth flow field (a rotation, a distant scene) is nearly affine over a few
+    patches; the mean of one-sided neighbours would be off by the field's slope."""
+    image = flows.reshape(rows, columns, 2)
+    radius = PRIOR_RADIUS
+    padded = np.full((rows + 2 * radius, columns + 2 * radius, 2), np.nan)
+    padded[radius:radius + rows, radius:radius + columns] = image
+    sums = np.zeros((rows, columns, 3, 3))
+    right = np.zeros((rows, columns, 3, 2))
+    count = np.zeros((rows, columns))
+    total = np.zeros((rows, columns, 2))
+    for dy in range(-radius, radius + 1):
+        for dx in range(-radius, radius + 1):
+            if dx == 0 and dy == 0:
+                continue
+            shifted = padded[radius + dy:radius + dy + rows, radius + dx:radius + dx + columns]
+            known = np.isfinite(shifted).all(axis=2)
+            value = np.where(known[..., None], shifted, 0.0)
+            basis = np.array([1.0, dx, dy])
+            sums += known[..., None, None] * np.outer(basis, basis)
+            right += basis[None, None, :, None] * value[:, :, None, :]
+            count += known
+            total += value
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = total / count[..., None]
+    determinant = np.linalg.det(sums)
+    solvable = (count >= min_known) & (determinant > 1e-6 * np.maximum(count, 1) ** 3)
+    prior = np.where((count >= min_known)[..., None], mean, np.nan)
+    if solvable.any():
+        prior[solvable] = np.linalg.solve(sums[solvable], right[solvable])[:, 0, :]
+    return prior.reshape(-1, 2)
+
+
+def _take(estimate: FlowEstimate, other: FlowEstimate, rows: np.ndarray) -> None:
+    """Copy the per-patch results of ``rows`` from ``other`` into ``estimate`` (in place)."""
+    for name in ("flow", "confidence", "reason", "iterations", "normal", "normal_direction", "normal_flow"):
+        getattr(estimate, name)[rows] = getattr(other, name)[rows]
+    estimate.evaluations += other.evaluations
+
+
 class OpticalFlowEstimator:
     """Patch flow per window with warm start (module docstring). Raises ValueError naming the
     problem for settings that make no sense."""
@@ -242,21 +406,39 @@ class OpticalFlowEstimator:
             raise ValueError(f"min_aperture_ratio must be in [0, 1), got {settings.min_aperture_ratio}")
         if settings.min_events_per_patch < 1 or settings.min_window_events < 1:
             raise ValueError("min_events_per_patch and min_window_events must be at least 1")
+        for name in ("prior_weight", "max_motion_margins", "min_confidence"):
+            value = getattr(settings, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be a number >= 0, got {value}")
+        if settings.min_borrowing_events < 1:
+            raise ValueError(f"min_borrowing_events must be at least 1, got {settings.min_borrowing_events}")
+        if settings.pixel_binning < 0 or (settings.max_window_events or 0) < 0:
+            raise ValueError("pixel_binning and max_window_events must be >= 0 (0: from the sensor / all events)")
         self.settings = settings
         self.loss = get_loss(settings.loss)
+        self.sensor_size = (width, height)
+        #: pixels binned per side (``default_pixel_binning`` unless set)
+        self.binning = settings.pixel_binning or default_pixel_binning(width, height)
+        width, height = width // self.binning, height // self.binning
+        #: events per window at most (thinned beyond; 0: all)
+        if settings.max_window_events is not None:
+            self.max_window_events = settings.max_window_events
+        else:
+            self.max_window_events = default_window_events(width, height) if self.binning > 1 else 0
         self.grid = PatchGrid(width, height, settings.patch_size_px, settings.patch_stride_px, settings.margin_px,
                               settings.border_px)
         self.blur_sigma_px = (default_blur_sigma_px(self.loss) if settings.blur_sigma_px is None
                               else settings.blur_sigma_px)
         self.objective = PatchObjective(self.grid, self.loss, settings.use_polarity, self.blur_sigma_px,
-                                        settings.loss_options)
+                                        FLOW_LOSS_OPTIONS if settings.loss_options is None else settings.loss_options)
         self._neighbours = self.grid.neighbours()
         sizes = tuple(int(size) for size in settings.pyramid_patch_sizes)
         if sizes and (min(sizes) <= settings.patch_size_px or list(sizes) != sorted(sizes, reverse=True)):
             raise ValueError(f"pyramid_patch_sizes must decrease and exceed the patch size "
                              f"{settings.patch_size_px} px, got {sizes}")
         self._coarser = (OpticalFlowEstimator(width, height, replace(settings, patch_size_px=sizes[-1],
-                                                                     patch_stride_px=None,
+                                                                     patch_stride_px=None, pixel_binning=1,
+                                                                     max_window_events=0,
                                                                      pyramid_patch_sizes=sizes[:-1]))
                          if sizes else None)
         if self._coarser is not None:
@@ -316,7 +498,24 @@ class OpticalFlowEstimator:
     # ---------------------------------------------------------------- estimation
 
     def estimate(self, events: Events) -> FlowEstimate:
-        """The flow of every patch for one window of time-ordered events."""
+        """The flow of every patch for one window of time-ordered events (raw pixels): thinned to
+        ``max_window_events``, binned (``binning``), estimated, reported in raw pixels."""
+        from focus_ros.windows import thin_events
+
+        if self.max_window_events and len(events) > self.max_window_events:
+            events = thin_events(events, self.max_window_events)
+        binning = self.binning
+        if binning == 1:
+            return self._estimate_binned(events)
+        estimate = self._estimate_binned(Events(events.x // binning, events.y // binning, events.t, events.p))
+        estimate.centers = estimate.centers * binning + (binning - 1) / 2.0
+        estimate.flow = estimate.flow * binning
+        estimate.normal_flow = estimate.normal_flow * binning
+        estimate.binning = binning
+        return estimate
+
+    def _estimate_binned(self, events: Events) -> FlowEstimate:
+        """``estimate`` on events already thinned and binned (flows in binned px/s)."""
         settings = self.settings
         grid = self.grid
         count = grid.count
@@ -324,11 +523,12 @@ class OpticalFlowEstimator:
         if len(events) == 0:
             return FlowEstimate(0, 0.0, grid.centers, nan2, np.zeros(count, dtype=np.int64), np.full(count, np.nan),
                                 np.full(count, FEW_EVENTS), np.zeros(count, dtype=np.int64), 0, grid)
+        warm = self._warm_flows(events)
+        events = self._trimmed(events, warm)
         t_ref_ns = reference_time_ns(events, settings.t_ref)
         span_ns = int(events.t[-1]) - int(events.t[0])
         span_s = span_ns / NANOSECONDS_PER_SECOND
         self._span_s = span_s
-        warm = self._warm_flows(events)
         # the far end of the window from t_ref, as a share of the span: |u| * reach px of motion
         reach = max(t_ref_ns - int(events.t[0]), int(events.t[-1]) - t_ref_ns) / max(span_ns, 1)
         margins = self._gathering_margins(warm, span_s, reach)
@@ -340,39 +540,87 @@ class OpticalFlowEstimator:
             grown = (estimate.reason == OUT_OF_RANGE) & (margins < motion) & (motion <= grid.margin)
             if grown.any():
                 self.margin_retries += 1
-                again = self._solve(events, t_ref_ns, span_ns, warm, reach, np.where(grown, grid.margin, margins),
-                                    only=grown)
-                for name in ("flow", "confidence", "reason", "iterations"):
-                    getattr(estimate, name)[grown] = getattr(again, name)[grown]
-                estimate.evaluations += again.evaluations
+                margins = np.where(grown, grid.margin, margins)
+                again = self._solve(events, t_ref_ns, span_ns, warm, reach, margins, only=grown)
+                _take(estimate, again, grown)
+        if settings.borrowing and not self.is_coarse_level:
+            self._borrow(estimate, events, t_ref_ns, span_ns, warm, reach)
         self._previous_end_ns = int(events.t[-1])
         self._previous_duration_ns = span_ns
         flow = estimate.flow
         self.previous = flow.copy() if np.isfinite(flow).any() else None
         return estimate
 
+    def _trimmed(self, events: Events, warm) -> Events:
+        """The window, or its central part when the warm start predicts more motion than
+        ``max_motion_margins`` gathering margins over the window (90th percentile of the patches'
+        speeds): a window cut by a number of events holds more motion the faster the camera
+        turns, and a constant flow fits a patch's events over a few px of motion only."""
+        limit = self.settings.max_motion_margins * self.grid.margin
+        if limit <= 0 or warm is None or len(events) < 2 or self.is_coarse_level:  # a coarse level: the finer's cut
+            return events
+        speeds = np.linalg.norm(warm, axis=1)
+        speeds = speeds[np.isfinite(speeds)]
+        span_ns = int(events.t[-1]) - int(events.t[0])
+        if not speeds.size or span_ns <= 0:
+            return events
+        motion = float(np.percentile(speeds, 90)) * span_ns / NANOSECONDS_PER_SECOND
+        if motion <= limit:
+            return events
+        keep_ns = span_ns * limit / motion
+        middle = int(events.t[0]) + span_ns // 2
+        first, last = np.searchsorted(events.t, [middle - keep_ns / 2, middle + keep_ns / 2])
+        return events[int(first):int(last)]
+
+    def _borrow(self, estimate: FlowEstimate, events: Events, t_ref_ns: int, span_ns: int, warm,
+                reach: float) -> None:
+        """Solve the patches with at least ``min_borrowing_events`` but fewer than
+        ``min_events_per_patch`` events, and the aperture patches, with the flow their neighbours
+        predict as a prior (``borrowing_prior``) (in place). An aperture patch's own events fix
+        the component along its edge's normal, the prior the other: no aperture check for them."""
+        settings = self.settings
+        counts = estimate.event_counts
+        sparse = (((counts >= settings.min_borrowing_events) & (counts < settings.min_events_per_patch))
+                  | (estimate.reason == APERTURE) | (settings.smoothing & estimate.valid))
+        if len(events) < settings.min_window_events or not sparse.any():
+            return
+        prior = borrowing_prior(estimate.flow, self.grid.rows, self.grid.columns)
+        if settings.affine_prior and np.isfinite(estimate.flow).all(axis=1).sum() >= MIN_AFFINE_FLOWS:
+            unknown = ~np.isfinite(prior).all(axis=1)
+            prior[unknown] = fill_affine(estimate.flow, self.grid.centers, self._neighbours)[unknown]
+        rows = sparse & np.isfinite(prior).all(axis=1)
+        if not rows.any():
+            return
+        again = self._solve(events, t_ref_ns, span_ns, warm, reach, None, only=rows, prior_px_s=prior,
+                            reuse_events=True)
+        # a valid patch whose second solve fails keeps its first flow, an aperture patch its normal flow
+        rows &= again.valid | ((estimate.reason != APERTURE) & (estimate.reason != VALID))
+        _take(estimate, again, rows)
+        estimate.borrowed |= rows & again.valid & (counts < settings.min_events_per_patch)
+
     def _solve(self, events: Events, t_ref_ns: int, span_ns: int, warm, reach: float, margins,
-               only: np.ndarray | None = None) -> FlowEstimate:
+               only: np.ndarray | None = None, prior_px_s: np.ndarray | None = None,
+               reuse_events: bool = False) -> FlowEstimate:
         """One window's flows from the starts (module docstring), events gathered within
-        ``margins`` (P,) px (None: the grid's margin), only the patches ``only`` (P,) bool if given
-        (the others: FEW_EVENTS); no change of the warm-start state."""
+        ``margins`` (P,) px (None: the grid's margin; ``reuse_events``: as gathered by the last
+        call), only the patches ``only`` (P,) bool if given (the others: FEW_EVENTS); with
+        ``prior_px_s`` (P, 2): started there, with the prior's quadratic cost (``prior_weight``)
+        and at least ``min_borrowing_events`` per patch. No change of the warm-start state."""
         settings = self.settings
         grid = self.grid
         count = grid.count
         span_s = span_ns / NANOSECONDS_PER_SECOND
         nan2 = np.full((count, 2), np.nan)
-        self.objective.set_events(events, t_ref_ns, margins)
+        if not reuse_events:
+            self.objective.set_events(events, t_ref_ns, margins)
         counts = self.objective.event_counts
-        reason = np.where(counts >= settings.min_events_per_patch, VALID, FEW_EVENTS)
+        min_events = settings.min_events_per_patch if prior_px_s is None else settings.min_borrowing_events
+        reason = np.where(counts >= min_events, VALID, FEW_EVENTS)
         if len(events) < settings.min_window_events or span_ns <= 0:
             reason[:] = FEW_EVENTS
         if only is not None:
             reason[~only] = FEW_EVENTS
         active = reason == VALID
-        # coarse-to-fine only where a patch to solve has no warm start (first window, after a reset
-        # or a gap, a patch whose neighbourhood had no flow): patches without events need none
-        coarse = (self._coarse_flows(events)
-                  if active.any() and (warm is None or not np.isfinite(warm[active]).all()) else None)
         iterations = np.zeros(count, dtype=np.int64)
         confidence = np.full(count, np.nan)
         self._solution = nan2
@@ -386,69 +634,105 @@ class OpticalFlowEstimator:
             evaluations += 1
             return sign * self.objective.evaluate(u / span_s, rows, with_gradient=False).values
 
-        # candidate starts (px over the window), best score per patch wins
-        zero = np.zeros((count, 2))
-        score_at_zero = scores(zero, active)
-        start, start_score = zero, score_at_zero.copy()
-        for candidate in (warm, coarse):
-            if candidate is None:
-                continue
-            u = np.where(np.isfinite(candidate), candidate * span_s, 0.0)
-            candidate_score = scores(u, active)
-            better = active & (candidate_score > start_score)
-            start = np.where(better[:, None], u, start)
-            start_score = np.where(better, candidate_score, start_score)
+        if prior_px_s is None:
+            # coarse-to-fine only where a patch to solve has no warm start (first window, after a
+            # reset or a gap, a patch whose neighbourhood had no flow): patches without events need none
+            coarse = (self._coarse_flows(events)
+                      if warm is None or not np.isfinite(warm[active]).all() else None)
+            # candidate starts (px over the window), best score per patch wins
+            start = np.zeros((count, 2))
+            start_score = scores(start, active)
+            for candidate in (warm, coarse):
+                if candidate is None:
+                    continue
+                u = np.where(np.isfinite(candidate), candidate * span_s, 0.0)
+                candidate_score = scores(u, active)
+                better = active & (candidate_score > start_score)
+                start = np.where(better[:, None], u, start)
+                start_score = np.where(better, candidate_score, start_score)
+            prior_u = None
+        else:
+            prior_u = np.where(np.isfinite(prior_px_s), prior_px_s * span_s, 0.0)
+            start = prior_u
+            start_score = scores(start, active)
+            # per patch, in units of the normalised cost per px^2: sparser patches lean more on the prior
+            weight = settings.prior_weight * settings.min_events_per_patch / np.maximum(counts, 1)
         scale = np.where(np.abs(start_score) > 0, np.abs(start_score), 1.0)
 
         def cost(u, rows):
             nonlocal evaluations
             evaluations += 1
             evaluation = self.objective.evaluate(u / span_s, rows)
-            return -sign * evaluation.values / scale, -sign * evaluation.gradients * (1.0 / span_s) / scale[:, None]
+            value = -sign * evaluation.values / scale
+            gradient = -sign * evaluation.gradients * (1.0 / span_s) / scale[:, None]
+            if prior_u is not None:
+                offset = u - prior_u
+                value = value + weight * np.einsum("ij,ij->i", offset, offset)
+                gradient = gradient + 2.0 * weight[:, None] * offset
+            return value, gradient
 
         result = minimize_batched(cost, start, active, settings.optimizer_settings, max_step=settings.max_step_px,
                                   straggler_share=settings.straggler_share)
         u = result.x
         iterations[:] = result.iterations
-        score = -result.value * scale  # the cost is -score / scale at the optimiser's point
-        # keep the start where the optimiser ended lower (noise)
-        worse = active & (score < start_score)
-        u = np.where(worse[:, None], start, u)
-        score = np.where(worse, start_score, score)
-        confidence[active] = ((score - score_at_zero)
-                              / np.where(score_at_zero != 0, np.abs(score_at_zero), 1.0))[active]
+        if prior_u is None:
+            score = -result.value * scale  # the cost is -score / scale at the optimiser's point
+            # keep the start where the optimiser ended lower (noise)
+            worse = active & (score < start_score)
+            u = np.where(worse[:, None], start, u)
+            score = np.where(worse, start_score, score)
+        else:
+            score = scores(u, active)
         reason[active & ~np.all(np.isfinite(u), axis=1)] = OUT_OF_RANGE
         beyond_margin = np.linalg.norm(np.nan_to_num(u), axis=1) * reach > self.objective.patch_margins
         reason[active & beyond_margin] = OUT_OF_RANGE
+        normal = np.zeros(count, dtype=bool)
+        normal_direction = np.full((count, 2), np.nan)
+        normal_flow = np.full((count, 2), np.nan)
         if not self.is_coarse_level:
-            reason = self._check_curvature(u, score, reason, scores)
+            reason, confidence, normal_direction = self._check_curvature(u, score, reason, scores,
+                                                                         aperture_check=prior_u is None)
+            normal = (reason == APERTURE) & np.isfinite(normal_direction).all(axis=1)
+            along = np.einsum("ij,ij->i", np.nan_to_num(normal_direction), np.nan_to_num(u)) / span_s
+            normal_flow = np.where(normal[:, None], along[:, None] * normal_direction, np.nan)
         flow = np.where((reason == VALID)[:, None], u / span_s, np.nan)
         self._solution = u  # px over the window, valid or not
         return FlowEstimate(t_ref_ns, span_s, grid.centers, flow, counts, confidence, reason, iterations,
-                            evaluations, grid)
+                            evaluations, grid, normal=normal, normal_direction=normal_direction,
+                            normal_flow=normal_flow)
 
-    def _check_curvature(self, u, score, reason, scores) -> np.ndarray:
-        """Mark FLAT patches (the score drops by less than ``min_relative_drop`` of its value at
-        u +- probe along x and along y) and APERTURE patches (``aperture_ratio``)."""
+    def _check_curvature(self, u, score, reason, scores, aperture_check: bool = True):
+        """(reason, confidence (P,), edge normal (P, 2)): FLAT patches (the score drops by less
+        than ``min_relative_drop`` of its value at u +- probe along x and along y, or their
+        confidence is under ``min_confidence``), APERTURE patches (``aperture_ratio``, whose edge
+        normal is returned) and the confidence (``curvature_confidence``) of the patches checked."""
         settings = self.settings
         probe = settings.probe_px
         rows = reason == VALID
+        confidence = np.full(len(score), np.nan)
+        normal = np.full((len(score), 2), np.nan)
         if not rows.any():
-            return reason
-        steepest = np.zeros(len(score))
-        for direction in ((probe, 0.0), (0.0, probe)):
-            step = np.array(direction)
-            drop = (2.0 * score - scores(u + step, rows) - scores(u - step, rows)) / 2.0
-            steepest = np.maximum(steepest, drop)
+            return reason, confidence, normal
+        along_x = scores(u + (probe, 0.0), rows), scores(u - (probe, 0.0), rows)
+        along_y = scores(u + (0.0, probe), rows), scores(u - (0.0, probe), rows)
+        diagonal = scores(u + (probe, probe), rows)
+        confidence[rows] = curvature_confidence(score, along_x, along_y, diagonal,
+                                                self.objective.event_counts)[rows]
         magnitude = np.where(np.abs(score) > 0, np.abs(score), 1.0)
+        steepest = np.maximum(2.0 * score - along_x[0] - along_x[1], 2.0 * score - along_y[0] - along_y[1]) / 2.0
         reason = reason.copy()
-        flat = rows & ~(steepest / magnitude >= settings.min_relative_drop)
+        flat = rows & ~((steepest / magnitude >= settings.min_relative_drop)
+                        & (confidence >= settings.min_confidence))
         reason[flat] = FLAT
         rows &= ~flat
-        ratio = aperture_ratio(self.objective.images(u / self._span_s, rows), self.grid.border)
-        reason[rows & ~(ratio >= settings.min_aperture_ratio)] = APERTURE
-        return reason
+        if not aperture_check:
+            return reason, confidence, normal
+        ratio, axes = aperture_ratio(self.objective.images(u / self._span_s, rows), self.grid.border)
+        aperture = rows & ~(ratio >= settings.min_aperture_ratio)
+        reason[aperture] = APERTURE
+        normal[aperture] = axes[aperture]
+        return reason, confidence, normal
 
     def with_settings(self, **changes) -> "OpticalFlowEstimator":
         """A new estimator with some settings changed (same sensor size)."""
-        return OpticalFlowEstimator(self.grid.width, self.grid.height, replace(self.settings, **changes))
+        return OpticalFlowEstimator(*self.sensor_size, replace(self.settings, **changes))

@@ -15,7 +15,11 @@ du/dt = M ω (px/s per rad/s). A patch's ground truth is the mean of M ω over t
 
 Errors per valid patch (``FlowErrors``): the endpoint error |v − v_gt| in px/s and in px over the
 window's time span T (|v − v_gt| · T), the share of patches whose endpoint error exceeds 3 px
-over the window, and the share of the patches with events that the estimator reported valid.
+over the window, the relative error |v − v_gt| / |v_gt| (its median, and the share over
+``RELATIVE_TAIL``, 10 %: issue 24's targets), the estimator's confidence of each, and the share
+of the patches with events that the estimator reported valid; density: the share of the patches
+holding at least ``DENSE_MIN_EVENTS`` events given a full flow, and apart those given a normal
+flow only (with the relative error of its component along the edge's normal).
 """
 
 from __future__ import annotations
@@ -91,13 +95,14 @@ def pixel_flow_from_rotation(calibration: Calibration, omega_rad_s, x, y) -> np.
 
 
 def patch_flow_from_rotation(calibration: Calibration, grid, events, omega_rad_s, velocity_m_s=None,
-                             depth_m=None) -> np.ndarray:
+                             depth_m=None, binning: int = 1) -> np.ndarray:
     """Ground-truth flow (P, 2) px/s of every patch of ``grid`` (focus_ros.flow.patches.PatchGrid):
     the mean image velocity of its events for a camera rotating at ω rad/s and, when given,
     translating at velocity_m_s (3,) m/s (camera frame) in a static scene of depth depth_m
     ((height, width) m along the optical axis, per raw pixel; NaN/<= 0 where unknown: such events
-    are left out); NaN for patches without events."""
-    event_index, patch = grid.memberships(events.x, events.y, margin=0)
+    are left out); NaN for patches without events. ``binning``: the grid is in pixels binned that
+    many per side (the estimator's ``binning``); the velocities stay in raw px/s."""
+    event_index, patch = grid.memberships(events.x // binning, events.y // binning, margin=0)
     x, y = events.x[event_index].astype(np.int64), events.y[event_index].astype(np.int64)
     velocity = pixel_flow_from_rotation(calibration, omega_rad_s, x, y)
     if velocity_m_s is not None:
@@ -120,14 +125,30 @@ class FlowErrors:
     """Endpoint errors of the valid patches of several windows, and the counts behind the shares.
 
     endpoint_px_s: (K,) |v − v_gt| px/s; endpoint_px: (K,) the same times each window's span (px);
+    relative: (K,) |v − v_gt| / |v_gt|; confidence: (K,) the estimator's confidence of each;
     valid: patches reported valid with ground truth; candidates: patches with events and ground
-    truth (the denominator of the valid share).
+    truth (the denominator of the valid share); dense_candidates, dense_valid, dense_normal:
+    patches with at least ``DENSE_MIN_EVENTS`` events and ground truth, those of them valid and
+    those given normal flow only (aperture: counted apart); normal_relative: (N,) relative error
+    of the normal flows' component along their normal, |n·(v − v_gt)| / |n·v_gt|.
     """
 
     endpoint_px_s: np.ndarray
     endpoint_px: np.ndarray
     valid: int
     candidates: int
+    relative: np.ndarray = None
+    confidence: np.ndarray = None
+    dense_candidates: int = 0
+    dense_valid: int = 0
+    dense_normal: int = 0
+    normal_relative: np.ndarray = None
+
+    def __post_init__(self):
+        for name in ("relative", "confidence", "normal_relative"):
+            if getattr(self, name) is None:
+                setattr(self, name, np.full(len(self.endpoint_px_s), np.nan) if name != "normal_relative"
+                        else np.empty(0))
 
     @property
     def average_endpoint_px_s(self) -> float:
@@ -146,6 +167,32 @@ class FlowErrors:
     def valid_share(self) -> float:
         return self.valid / self.candidates if self.candidates else float("nan")
 
+    @property
+    def median_relative(self) -> float:
+        """Median of |v − v_gt| / |v_gt| over the valid patches (a fraction)."""
+        return float(np.median(self.relative)) if self.valid else float("nan")
+
+    @property
+    def relative_tail_share(self) -> float:
+        """Share of valid patches off by more than RELATIVE_TAIL of the true speed."""
+        return float(np.mean(self.relative > RELATIVE_TAIL)) if self.valid else float("nan")
+
+    @property
+    def dense_valid_share(self) -> float:
+        """Share of the patches with at least DENSE_MIN_EVENTS events given a full flow."""
+        return self.dense_valid / self.dense_candidates if self.dense_candidates else float("nan")
+
+    @property
+    def dense_normal_share(self) -> float:
+        """Share of the patches with at least DENSE_MIN_EVENTS events given a normal flow only."""
+        return self.dense_normal / self.dense_candidates if self.dense_candidates else float("nan")
+
+
+#: a patch off by more than this fraction of its true speed counts in the tail (issue 24's target)
+RELATIVE_TAIL = 0.10
+#: the density target counts the patches holding at least this many events
+DENSE_MIN_EVENTS = 50
+
 
 def window_errors(estimate, truth_px_s: np.ndarray, min_events: int = 1) -> FlowErrors:
     """Errors of one ``FlowEstimate`` against ground truth (P, 2) px/s (NaN: none); the valid
@@ -154,16 +201,33 @@ def window_errors(estimate, truth_px_s: np.ndarray, min_events: int = 1) -> Flow
     candidates = has_truth & (estimate.event_counts >= min_events)
     valid = candidates & estimate.valid
     error = np.linalg.norm(estimate.flow[valid] - truth_px_s[valid], axis=1)
-    return FlowErrors(error, error * estimate.duration_s, int(valid.sum()), int(candidates.sum()))
+    speed = np.linalg.norm(truth_px_s[valid], axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        relative = error / speed
+    dense = has_truth & (estimate.event_counts >= DENSE_MIN_EVENTS)
+    normal_flags = getattr(estimate, "normal", None)
+    normal = (dense & normal_flags) if normal_flags is not None else np.zeros_like(dense)
+    normal_relative = np.empty(0)
+    if normal.any():
+        direction = estimate.normal_direction[normal]
+        measured = np.einsum("ij,ij->i", estimate.normal_flow[normal], direction)
+        true = np.einsum("ij,ij->i", truth_px_s[normal], direction)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            normal_relative = np.abs(measured - true) / np.abs(true)
+    return FlowErrors(error, error * estimate.duration_s, int(valid.sum()), int(candidates.sum()), relative,
+                      np.asarray(estimate.confidence)[valid], int(dense.sum()), int((dense & estimate.valid).sum()),
+                      int(normal.sum()), normal_relative)
 
 
 def combine(errors: list[FlowErrors]) -> FlowErrors:
     """All windows' errors together."""
     if not errors:
         return FlowErrors(np.empty(0), np.empty(0), 0, 0)
-    return FlowErrors(np.concatenate([e.endpoint_px_s for e in errors]),
-                      np.concatenate([e.endpoint_px for e in errors]),
-                      sum(e.valid for e in errors), sum(e.candidates for e in errors))
+    joined = lambda name: np.concatenate([getattr(e, name) for e in errors])  # noqa: E731
+    total = lambda name: sum(getattr(e, name) for e in errors)  # noqa: E731
+    return FlowErrors(joined("endpoint_px_s"), joined("endpoint_px"), total("valid"), total("candidates"),
+                      joined("relative"), joined("confidence"), total("dense_candidates"), total("dense_valid"),
+                      total("dense_normal"), joined("normal_relative"))
 
 
 # ---------------------------------------------------------------------------- evaluation runs
@@ -276,7 +340,8 @@ def run_flow_evaluation(recording, ground_truth, windows: np.ndarray, settings, 
         elapsed.append((time.process_time() - began) * 1e3)
         omega = ground_truth.at([estimate.t_ref_ns])[0]
         velocity, depth = (camera_motion(recording, estimate.t_ref_ns) if with_depth else (None, None))
-        truth = (patch_flow_from_rotation(calibration, estimator.grid, window, omega, velocity, depth)
+        truth = (patch_flow_from_rotation(calibration, estimator.grid, window, omega, velocity, depth,
+                                          estimator.binning)
                  if np.all(np.isfinite(omega)) else np.full((estimator.grid.count, 2), np.nan))
         per_window.append(window_errors(estimate, truth))
         t_ref.append(estimate.t_ref_ns / NANOSECONDS_PER_SECOND)
@@ -286,12 +351,15 @@ def run_flow_evaluation(recording, ground_truth, windows: np.ndarray, settings, 
 
 
 def markdown_flow_table(runs: list[FlowRun]) -> str:
-    """One row per loss: average endpoint error (px over the window, px/s), share over 3 px, share
-    valid, median CPU ms per window; the best of each error column in bold."""
+    """One row per loss: average endpoint error (px over the window, px/s), share over 3 px, median
+    relative error and share over 10 % of the speed, share valid (of the patches with events, and of
+    those with at least DENSE_MIN_EVENTS: full and normal flow), median CPU ms per window; the best
+    average endpoint error in bold."""
     from focus_ros.evaluation.tables import _cell
 
-    header = ("| loss | AEE (px over window) | AEE (px/s) | > 3 px (%) | valid (%) | CPU ms/window (median) |\n"
-              "|---|---|---|---|---|---|\n")
+    header = ("| loss | AEE (px over window) | AEE (px/s) | > 3 px (%) | median rel. (%) | > 10 % (%) | valid (%) | "
+              f"valid of >= {DENSE_MIN_EVENTS} events (%) | normal only (%) | CPU ms/window (median) |\n"
+              "|---|---|---|---|---|---|---|---|---|---|\n")
     best_px = min((run.errors.average_endpoint_px for run in runs if run.errors.valid), default=None)
     lines = []
     for run in runs:
@@ -300,7 +368,9 @@ def markdown_flow_table(runs: list[FlowRun]) -> str:
         if best_px is not None and errors.valid and errors.average_endpoint_px == best_px:
             aee = f"**{aee}**"
         lines.append(f"| {run.loss} | {aee} | {_cell(errors.average_endpoint_px_s, 1)} | "
-                     f"{_cell(100 * errors.outlier_share, 2)} | {_cell(100 * errors.valid_share, 1)} | "
+                     f"{_cell(100 * errors.outlier_share, 2)} | {_cell(100 * errors.median_relative, 2)} | "
+                     f"{_cell(100 * errors.relative_tail_share, 1)} | {_cell(100 * errors.valid_share, 1)} | "
+                     f"{_cell(100 * errors.dense_valid_share, 1)} | {_cell(100 * errors.dense_normal_share, 1)} | "
                      f"{_cell(float(np.median(run.ms_per_window)) if len(run.ms_per_window) else float('nan'), 1)} |")
     return header + "\n".join(lines) + "\n"
 
@@ -313,12 +383,15 @@ def write_flow_csv(runs: list[FlowRun], path) -> None:
     with open(path, "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["loss", "windows", "valid_patches", "candidate_patches", "aee_px", "aee_px_s",
-                         "outlier_share", "valid_share", "median_ms_per_window"])
+                         "outlier_share", "median_relative", "relative_tail_share", "valid_share",
+                         "dense_valid_share", "dense_normal_share", "median_ms_per_window"])
         for run in runs:
             errors = run.errors
             writer.writerow([run.loss, len(run.windows), errors.valid, errors.candidates,
                              _number(errors.average_endpoint_px), _number(errors.average_endpoint_px_s),
-                             _number(errors.outlier_share), _number(errors.valid_share),
+                             _number(errors.outlier_share), _number(errors.median_relative),
+                             _number(errors.relative_tail_share), _number(errors.valid_share),
+                             _number(errors.dense_valid_share), _number(errors.dense_normal_share),
                              _number(float(np.median(run.ms_per_window)) if len(run.ms_per_window) else None)])
 
 
@@ -345,13 +418,13 @@ def patch_landscape(window, grid, loss: str, use_polarity: bool, patch: int, cen
                     t_ref: str = "middle") -> np.ndarray:
     """Focus score (sign * loss, higher is sharper) of one patch over the flows
     center + (offset_x, offset_y) px/s: (len(offsets) rows for vy, len(offsets) columns for vx).
-    The IWE is the estimator's (default blur of the loss)."""
-    from focus_ros.estimators.optical_flow import default_blur_sigma_px, reference_time_ns
+    The IWE is the estimator's (default blur of the loss, its loss options)."""
+    from focus_ros.estimators.optical_flow import FLOW_LOSS_OPTIONS, default_blur_sigma_px, reference_time_ns
     from focus_ros.losses import get_loss
     from focus_ros.flow.patches import PatchObjective
 
     loss_object = get_loss(loss)
-    objective = PatchObjective(grid, loss_object, use_polarity, default_blur_sigma_px(loss_object))
+    objective = PatchObjective(grid, loss_object, use_polarity, default_blur_sigma_px(loss_object), FLOW_LOSS_OPTIONS)
     objective.set_events(window, reference_time_ns(window, t_ref))
     active = np.zeros(grid.count, dtype=bool)
     active[patch] = True

@@ -4,8 +4,9 @@ A window flows through ``patches`` (the grid of square patches, the events each 
 the focus objective of every patch in one call: warp x' = x - (t - t_ref) v, patch IWEs,
 losses, adjoint gradients) and ``batched_bfgs`` (one small BFGS problem per patch, all
 advanced together); ``patch_losses`` evaluates the registry losses on the stack of patch
-images at once; ``pictures`` draws an estimate (arrows over the motion-compensated image,
-flow as colours).
+images at once; ``pictures`` draws an estimate (arrows over the motion-compensated image
+with a scale arrow, flow as colours with a colour-wheel legend; invalid patches never look like
+zero flow).
 
 Where things go: a faster form of a registry loss on patch stacks is one function and one
 ``BATCHED`` row in ``patch_losses`` (any other loss runs tile by tile through the registry);
