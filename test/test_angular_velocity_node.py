@@ -261,7 +261,10 @@ def test_loss_and_window_size_change_at_run_time(ros):
 @pytest.mark.parametrize("argument, words", [
     ("loss:=sharpness", ["loss 'sharpness' is not one of", "gradient_magnitude"]),
     ("estimator_cpus:=4096", ["estimator_cpus: CPU list '4096': CPU 4096 is not on this machine (CPUs 0-"]),
-    ("estimator_cpus:=first", ["estimator_cpus: CPU list 'first': 'first' is not a CPU number"])])
+    ("estimator_cpus:=first", ["estimator_cpus: CPU list 'first': 'first' is not a CPU number"]),
+    # outside a declared range, of the wrong type: rclpy's own refusals, also in one line
+    ("window_rotation_deg:=-5.0", ["window_rotation_deg", "out of range", "-5.0"]),
+    ("max_iterations:=many", ["max_iterations", "many"])])
 def test_unusable_parameters_stop_the_node_with_one_line(tmp_path, argument, words):
     """A typo in a launch file: one line naming the parameter and the valid values, exit 1."""
     import subprocess

@@ -7,13 +7,15 @@ from typing import Callable
 
 import rclpy
 import rclpy.executors
+from rclpy.exceptions import ParameterException
 
 
 def run_node(name: str, make_node: Callable, run: Callable, argv=None) -> int:
     """``ros2 run focus_ros <name>``: build the node, run it, shut down cleanly.
 
     make_node() -> node; run(node) blocks until done (Ctrl-C / shutdown end it quietly).
-    A configuration error (ValueError, FileNotFoundError: a bad parameter, a missing bag)
+    A configuration error (ValueError, FileNotFoundError: a bad parameter, a missing bag;
+    rclpy's ParameterException: a value outside its declared range or of the wrong type)
     is printed as one line, exit code 1, no traceback. ``node.stop()`` is called if present.
     """
     rclpy.init(args=argv if argv is not None else sys.argv)
@@ -23,8 +25,8 @@ def run_node(name: str, make_node: Callable, run: Callable, argv=None) -> int:
         run(node)
     except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
         pass
-    except (ValueError, FileNotFoundError) as error:
-        print(f"{name}: error: {error}", file=sys.stderr)
+    except (ValueError, FileNotFoundError, ParameterException) as error:
+        print(f"{name}: error: {' '.join(str(error).split())}", file=sys.stderr)
         return 1
     finally:
         if node is not None:
