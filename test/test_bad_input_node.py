@@ -237,6 +237,9 @@ def test_a_topic_of_a_type_we_cannot_decode_is_warned_about_within_seconds(ros, 
     assert "not an event message type" in node.log() and "remap events:=" in node.log()
     values = wait_for_report(ros, reports, lambda v: "sensor_msgs/Image" in v.get("input_problem", ""))
     assert values["event_message_type"] == "auto (no publisher yet)"
+    # the status level says it too: nothing can arrive, so not OK
+    from diagnostic_msgs.msg import DiagnosticStatus
+    assert reports[-1].status[0].level == DiagnosticStatus.WARN and "sensor_msgs/Image" in reports[-1].status[0].message
     assert "Traceback" not in node.log() and node.alive()
 
 

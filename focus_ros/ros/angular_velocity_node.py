@@ -389,7 +389,7 @@ class AngularVelocityNode(EstimatingNode):
             withheld = dict(self._withheld)
             windows = self._window_values()
         status = messages.estimator_status(f"{self.get_name()}: angular velocity", self._input.frame_id,
-                                           inputs["calibration_source"] != "none", self._runner.health(),
+                                           inputs["calibration_source"] != "none", self.health(),
                                            "estimating")
         # the runner's counts (processed_ratio: windows estimated, published or found degenerate,
         # per window completed) and medians over the windows since the previous report

@@ -58,6 +58,13 @@ class EstimatingNode(FocusNode):
         """Call ``callback`` (the node's /diagnostics report) every ``period_s`` (s) of the steady clock."""
         return self.create_steady_timer(period_s, callback)
 
+    def health(self) -> tuple[str, str] | None:
+        """The problem that sets the /diagnostics level, or None: the estimator's (its process cannot
+        run, most windows dropped: :meth:`~focus_ros.runtime.EstimatorRunner.health`) first, then
+        what keeps events from arriving (a topic type or QoS that cannot match, a refused
+        camera_info: :meth:`~focus_ros.ros.event_input.EventInput.problem`)."""
+        return self._runner.health() or self._input.problem()
+
     def publish_diagnostics(self, status, values: dict) -> None:
         """One /diagnostics message: ``status`` (from :func:`messages.estimator_status`) with ``values``."""
         self._diagnostics_publisher.publish(messages.diagnostic_array(status, values, self.get_clock().now().to_msg()))

@@ -289,7 +289,7 @@ class OpticalFlowNode(EstimatingNode):
         with self._lock:
             stats = dict(self._stats)
         status = messages.estimator_status(f"{self.get_name()}: optical flow", self._input.frame_id,
-                                           inputs["calibration_source"] != "none", self._runner.health(),
+                                           inputs["calibration_source"] != "none", self.health(),
                                            "estimating", uncalibrated="no sensor size (camera_info or parameters)")
         values = {**inputs, **self._runner.diagnostic_values(), "windows_processed": stats["windows_processed"],
                   "valid_patch_share": stats["last_valid_share"], "window_events": stats["window_events"],
