@@ -76,8 +76,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--threshold-offset", type=float, default=_DEFAULTS.threshold_offset,
                         help="kept when the confidence rank (0-1) exceeds the local mean rank by this (default 0)")
     parser.add_argument("--min-confidence-rank", type=float, default=_DEFAULTS.min_confidence_rank,
-                        help="lowest confidence rank kept among the observed pixels, 0-1 "
-                             f"(default {_DEFAULTS.min_confidence_rank}: at most the top 20 %%)")
+                        help="lowest confidence rank kept among the observed pixels, 0-1 (e.g. 0.8: at most "
+                             f"the top 20 %%, the rule before the adaptive threshold); default "
+                             f"{_DEFAULTS.min_confidence_rank}: off")
     parser.add_argument("--min-contrast", type=float, default=_DEFAULTS.min_contrast,
                         help="lowest focus contrast kept, relative to the keyframe's median; 0 = off "
                              f"(default {_DEFAULTS.min_contrast:g})")
