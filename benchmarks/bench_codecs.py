@@ -345,7 +345,8 @@ def main(argv=None) -> int:
     parser.add_argument("--runs", type=int, default=7, help="table 1: runs (median and range)")
     parser.add_argument("--packets", type=int, default=40, help="table 1: 1-ms messages per stream")
     parser.add_argument("--baseline", metavar="REV",
-                        help="table 1: also decode with the whole codecs package of git revision REV (its stream decoder too)")
+                        help="table 1: also decode with the whole codecs package of git revision REV "
+                             "(its stream decoder too)")
     args = parser.parse_args(argv)
     if args.only in (None, "fast"):
         fast_camera_rates(args.packets, args.runs, args.baseline)
