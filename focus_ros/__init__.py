@@ -5,11 +5,12 @@ The package follows the data flow, one room per step:
 
     sources    ECD text folders, ROS 1/2 bags, the simulator  (focus_ros.sources)
     codecs     event messages on the wire <-> Events, one module per format  (focus_ros.codecs)
-    events     Events (x, y px; t ns; p ±1), windows of events, checks on a live stream
-               (events, windows, stream)
+    events     Events (x, y px; t ns; p ±1), windows of events (fixed, or fitted to the sensor and
+               the motion and thinned to a compute budget), checks on a live stream (events, windows, stream)
     camera     calibration, undistorted bearing look-up table; camera trajectories  (camera, poses)
     warps      point trajectories θ with their Jacobians  (warps)
-    IWE        image of warped events  (iwe; visualization turns it into pictures)
+    IWE        image of warped events, on coarser bins for large sensors  (iwe; visualization turns
+               it into pictures)
     losses     the 22 focus losses, value and image-space gradient  (focus_ros.losses)
     objective  warp -> IWE -> loss, and its gradient w.r.t. θ  (objective)
     optimizer  non-linear CG, BFGS, L-BFGS  (optimize)
