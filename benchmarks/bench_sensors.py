@@ -282,7 +282,9 @@ def measure(run: SensorRun, recording, messages_path: Path, seconds: float, log_
         errors_est.append(omega)
         errors_truth.append([np.interp(local + first_ns, recording.imu.t, recording.imu.angular_velocity[:, axis])
                              for axis in range(3)])
-    per_loop = len(range(int(SKIP_START_S / SLOT_S), int((span_ns * 1e-9 - SKIP_END_S) / SLOT_S)))
+    # every slot an estimate may fill: from the one holding SKIP_START_S to the one holding the last
+    # instant kept (a partial last slot counts, as an estimate stamped in it does)
+    per_loop = len(range(int(SKIP_START_S / SLOT_S), int(np.ceil((span_ns * 1e-9 - SKIP_END_S) / SLOT_S))))
     slots = per_loop * report["loops"]
     statistics_ = (error_statistics(np.array(errors_est), np.array(errors_truth), run.peak_deg_s)
                    if errors_est else None)
