@@ -13,10 +13,11 @@ wall-clock schedule, and listens to depth/points.
 Per (keyframe rule, rate): --keyframe-events ``parallax`` (the node's default: keyframes by
 parallax, at most 2 M events) or a number (keyframes by event count only):
 
-- keyframes: keyframes offered to the estimator, and how many were dropped (every one must
-  come back: published, or "no depth" with the reason), from the node's /diagnostics;
-- worst latency: the node's own ``latency_max_ms`` (from receiving a keyframe's last event
-  to publishing its outputs), the largest over the run;
+- keyframes offered / done / dropped: the node's final counts, from the summary line it logs
+  when it stops (every one must come back: published, or "no depth" with the reason; the last
+  /diagnostics report can lag the clouds);
+- latency median and worst: the node's own figures in the same line (from receiving a
+  keyframe's last event to publishing its outputs), median and range over --runs;
 - keyframes/s: clouds received per second from the first event sent to the last cloud
   received, beside the rate offered (rate / K), and the worker's capacity (1 / time per
   keyframe in the node);
@@ -38,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import sys
 import threading
@@ -202,14 +204,19 @@ def run_once(data, rate_mev_s: float, keyframe_events, workdir: Path, message_ms
             collector.join()
         if by_count:
             spin_until(executor, lambda: len(clouds) >= expected, 60.0)
-        else:  # until every keyframe offered is done (published or said to have no depth), or 60 s
+        else:  # until two reports after the stream agree that every keyframe offered is back, or 60 s
+            streamed_reports = len(reports)
+
+            def settled(values) -> tuple | None:
+                offered = int(values.get("keyframes_offered", 0))
+                back = sum(int(values.get(key, 0)) for key in ("keyframes_done", "keyframes_dropped", "keyframes_lost",
+                                                               "keyframes_failed"))
+                return (offered, back) if offered > 0 and back >= offered else None
+
             def done():
-                values = _last_values(reports)
-                return values and int(values.get("keyframes_offered", 0)) > 0 and \
-                    int(values.get("keyframes_published", 0)) + int(values.get("keyframes_without_depth", 0)) + \
-                    int(values.get("keyframes_dropped", 0)) >= int(values.get("keyframes_offered", 0))
+                latest = [settled(_last_values(reports[:n])) for n in (len(reports) - 1, len(reports))]
+                return len(reports) >= streamed_reports + 2 and latest[0] is not None and latest[0] == latest[1]
             spin_until(executor, done, 60.0)
-            spin_until(executor, lambda: False, 1.5)  # one more report
         # until the node's reports count every event (or 10 s: then some were lost on the way)
         spin_until(executor, lambda: max(_report_values(reports[-1:], "events_received"), default=0)
                    >= len(data["t"]), 10.0)
@@ -219,6 +226,7 @@ def run_once(data, rate_mev_s: float, keyframe_events, workdir: Path, message_ms
         node.destroy_node()
         rclpy.shutdown(context=context)
     values = _last_values(reports)
+    final = node_summary(process.log())  # the node's own counts at its end (the last report can lag)
     latencies = []
     if by_count:
         # the message holding keyframe i's last event ((i + 1) K - 1): the first published index >= it
@@ -228,15 +236,18 @@ def run_once(data, rate_mev_s: float, keyframe_events, workdir: Path, message_ms
             message_index = last_indices[np.searchsorted(last_indices, last_event)]
             latencies.append(arrived - published_s[message_index])
     else:
-        expected = int(values.get("keyframes_offered", 0))
+        expected = final.get("offered", int(values.get("keyframes_offered", 0)))
     node_latency_max_s = max((v for v in _report_values(reports, "latency_max_ms") if v == v), default=float("nan"))
     node_latency_max_s /= 1e3
     node_latencies_ms = [v for v in _report_values(reports, "latency_ms") if v == v]
     round_trips = [v for v in _report_values(reports, "round_trip_ms_per_keyframe") if v == v]
     ms_per_keyframe = [float(v) for v in _report_values(reports, "processing_ms_per_keyframe") if v == v]
     last_cloud_s = clouds[min(len(clouds), expected) - 1][0] - started if clouds and expected else float("nan")
-    without_depth = int(values.get("keyframes_without_depth", 0))
+    without_depth = final.get("without_depth", int(values.get("keyframes_without_depth", 0)))
     return dict(expected=expected, received=len(clouds) + without_depth, without_depth=without_depth,
+                offered=final.get("offered", -1), done=final.get("done", -1),
+                node_latency_median_s=final.get("latency_median_ms", float("nan")) / 1e3,
+                node_latency_worst_s=final.get("latency_worst_ms", float("nan")) / 1e3,
                 stream_s=stream_s, offered_kf_s=expected / stream_s if not by_count else
                 rate_mev_s * 1e6 / int(keyframe_events), node_latency_max_s=node_latency_max_s,
                 rate_received_mev_s=int(values.get("events_received", 0)) / stream_s / 1e6,
@@ -245,10 +256,25 @@ def run_once(data, rate_mev_s: float, keyframe_events, workdir: Path, message_ms
                 statistics.median(node_latencies_ms) / 1e3 if node_latencies_ms else float("nan"),
                 latency_max_s=max(latencies) if latencies else node_latency_max_s,
                 ms_per_keyframe=statistics.median(ms_per_keyframe) if ms_per_keyframe else float("nan"),
-                dropped=int(values.get("keyframes_dropped", 0)), native_rate=native_rate,
-                merged=int(values.get("keyframes_merged", 0)),
+                dropped=final.get("dropped", int(values.get("keyframes_dropped", 0))), native_rate=native_rate,
+                merged=final.get("merged", int(values.get("keyframes_merged", 0))),
                 round_trip_ms=statistics.median(round_trips) if round_trips else float("nan"),
                 events_received=int(values.get("events_received", 0)), events_sent=len(data["t"]))
+
+
+#: the line depth_node logs when it stops (DepthNode.summary)
+SUMMARY = re.compile(r"keyframes offered (?P<offered>\d+), done (?P<done>\d+) \(published (?P<published>\d+), "
+                     r"without depth (?P<without_depth>\d+)\), dropped (?P<dropped>\d+), lost (?P<lost>\d+), "
+                     r"failed (?P<failed>\d+), merged (?P<merged>\d+); latency (?:median (?P<latency_median_ms>\d+) "
+                     r"ms, worst (?P<latency_worst_ms>\d+) ms)?")
+
+
+def node_summary(log: str) -> dict:
+    """The final counts (int) and latencies (ms) of depth_node's summary line in its log ({} without one)."""
+    found = SUMMARY.findall(log) and list(SUMMARY.finditer(log))[-1]
+    if not found:
+        return {}
+    return {key: (int(value) if value is not None else float("nan")) for key, value in found.groupdict().items()}
 
 
 def _last_values(reports) -> dict:
@@ -296,7 +322,8 @@ def main(argv=None) -> int:
     args = parse_arguments(argv)
     args.workdir.mkdir(parents=True, exist_ok=True)
     data = recording_data(args.sequence, args.camera, args.duration, args.workdir)
-    print(f"{args.sequence} on a {args.camera}: {len(data['t']):,} events over {(data['t'][-1] - data['t'][0]) / 1e9:.2f} s, messages of "
+    span_s = (data['t'][-1] - data['t'][0]) / 1e9
+    print(f"{args.sequence} on a {args.camera}: {len(data['t']):,} events over {span_s:.2f} s, messages of "
           f"{args.message_ms:g} ms; "
           f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start")
     rows = []
@@ -314,9 +341,13 @@ def main(argv=None) -> int:
                     runs[estimator].append(run_once(data, rate, keyframe_events, args.workdir, args.message_ms,
                                                     estimator, args.camera, args.parameters))
                     r = runs[estimator][-1]
-                    print(f"K {keyframe_events} at {rate} Mev/s, {estimator}: {r['received']}/{r['expected']} "
+                    print(f"K {keyframe_events} at {rate} Mev/s, {estimator}: node's final counts: keyframes offered "
+                          f"{r['offered']}, done {r['done']}, dropped {r['dropped']}; latency median "
+                          f"{r['node_latency_median_s']:.2f} s, worst {r['node_latency_worst_s']:.2f} s; "
+                          f"{r['received']}/{r['expected']} "
                           f"keyframes ({r['without_depth']} without depth, {r['dropped']} dropped, {r['merged']} "
-                          f"merged while the estimator was busy; round trip {r['round_trip_ms']:.0f} ms), events received "
+                          f"merged while the estimator was busy; round trip {r['round_trip_ms']:.0f} ms), "
+                          f"events received "
                           f"at {r['rate_received_mev_s']:.2f} Mev/s, worst latency in the node "
                           f"{r['node_latency_max_s']:.2f} s; "
                           f"keyframes, latency median {r['latency_median_s']:.2f} s max {r['latency_max_s']:.2f} s, "
@@ -329,21 +360,20 @@ def main(argv=None) -> int:
                   f"latency median {r['latency_median_s']:.2f} s max {r['latency_max_s']:.2f} s, "
                   f"{r['ms_per_keyframe']:.0f} ms/keyframe", flush=True)
     print(f"\nload average at the end {os.getloadavg()[0]:.1f}\n")
-    print("| keyframes | rate (Mev/s) | estimator | keyframes done/offered | events received | keyframes/s: "
-          "sustained (offered, capacity) | latency median (s) | latency max (s) | worst latency in the node (s) "
-          "| ms/keyframe in node (offline) |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| keyframes | rate (Mev/s) | estimator | keyframes offered/done/dropped (per run) | merged while busy | "
+          "events received | latency median (s) | worst latency (s) | ms/keyframe in node (offline) |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for keyframe_events, rate, estimator, results in rows:
         def span(key, fmt):
             values = [r[key] for r in results]
             median = statistics.median(values)
-            return fmt.format(median) + ("" if len(values) == 1 else f" ({fmt.format(min(values))}–{fmt.format(max(values))})")
-        received = "; ".join(f"{r['received']}/{r['expected']}" for r in results)
+            spread = "" if len(values) == 1 else f" ({fmt.format(min(values))}–{fmt.format(max(values))})"
+            return fmt.format(median) + spread
+        counts = "; ".join(f"{r['offered']}/{r['done']}/{r['dropped']}" for r in results)
+        merged = "; ".join(str(r["merged"]) for r in results)
         events = "; ".join(f"{100 * r['events_received'] / r['events_sent']:.0f} %" for r in results)
-        capacity = 1e3 / statistics.median(r["ms_per_keyframe"] for r in results)
-        print(f"| {keyframe_events} | {rate} | {estimator} | {received} | {events} | {span('keyframes_s', '{:.2f}')} "
-              f"({results[0]['offered_kf_s']:.2f}, {capacity:.2f}) | {span('latency_median_s', '{:.2f}')} | "
-              f"{span('latency_max_s', '{:.2f}')} | {span('node_latency_max_s', '{:.2f}')} | "
+        print(f"| {keyframe_events} | {rate} | {estimator} | {counts} | {merged} | {events} | "
+              f"{span('node_latency_median_s', '{:.2f}')} | {span('node_latency_worst_s', '{:.2f}')} | "
               f"{span('ms_per_keyframe', '{:.0f}')} ({offline[keyframe_events]:.0f}) |")
     return 0
 

@@ -21,7 +21,7 @@ from focus_ros import codecs  # noqa: E402
 from focus_ros.events import Events  # noqa: E402
 from focus_ros.poses import Trajectory  # noqa: E402
 from focus_ros.ros import depth_messages  # noqa: E402
-from focus_ros.ros.depth_node import PoseGate, trajectory_segment  # noqa: E402
+from focus_ros.ros.depth_node import PoseGate, join_keyframes, trajectory_segment  # noqa: E402
 from focus_ros.ros.messages import time_from_ns  # noqa: E402
 from ros_harness import (NodeProcess, check_worker_restart_reported, executable, node_session,  # noqa: E402
                          spin_until)
@@ -70,6 +70,23 @@ def test_trajectory_segment_interpolates_like_the_whole_trajectory():
     query = np.linspace(300_000_500, 400_000_000, 57).astype(np.int64)
     for a, b in zip(whole.interpolate(query), segment.interpolate(query)):
         np.testing.assert_array_equal(a, b)
+
+
+def test_keyframes_joined_while_the_estimator_is_busy_stay_bounded_and_uniform_in_time():
+    """A keyframe waiting for the estimator joined by the next ones: every event while within the
+    bound; beyond it every k-th event of the whole span (not the newest events only, not denser at
+    one end), the time order kept."""
+    first, second = _events(np.arange(0, 600)), _events(np.arange(600, 1000))
+    joined, stride = join_keyframes(first, 1, second, 1000)
+    assert stride == 1 and joined.t.tolist() == list(range(1000))
+    joined, stride = join_keyframes(joined, stride, _events(np.arange(1000, 1500)), 1000)
+    assert stride == 2 and joined.t.tolist() == list(range(0, 1500, 2))    # halved: 750 events
+    for start in range(1500, 10_000, 500):                                # 20 keyframes later
+        joined, stride = join_keyframes(joined, stride, _events(np.arange(start, start + 500)), 1000)
+    assert len(joined) <= 1000 and joined.t[0] == 0 and joined.t[-1] >= 10_000 - stride
+    assert np.all(np.diff(joined.t) <= stride)                            # no gap beyond the stride
+    early, late = np.sum(joined.t < 5000), np.sum(joined.t >= 5000)      # as dense early as late
+    assert abs(early - late) < 0.1 * len(joined), (early, late)
 
 
 def test_params_file_lists_every_parameter_with_its_default():
@@ -214,6 +231,25 @@ def test_depth_image_follows_rep118_and_matches_the_cloud(ros, slider, points_fr
     # confidence: 32FC1, finite wherever there is a depth
     assert confidence.encoding == "32FC1"
     assert np.all(np.isfinite(depth_messages.decode_float_image(confidence)[known]))
+
+
+def test_with_sim_time_and_no_clock_the_last_keyframe_is_flushed(ros, slider):
+    """use_sim_time true and nothing on /clock (a bag played without --clock): the events left
+    when the stream stops still make a keyframe after keyframe_flush_idle_s (the flush timer
+    runs on the steady clock; on the node's clock it would wait for simulated time forever)."""
+    start_depth_node(ros, "-p", "use_sim_time:=true", "-p", "keyframe_events:=10000000",
+                     "-p", "keyframe_flush_idle_s:=0.5", "-p", "camera_info_timeout_s:=0.2")
+    clouds = ros.collect(PointCloud2, "/depth/points")
+    events_out = ros.publisher(EventArray, "/dvs/events", 1000)
+    poses_out = ros.publisher(PoseStamped, "/optitrack/davis", 1000)
+    t0 = int(slider.events.t[0])
+    publish_poses(ros, poses_out, slider, t0 - 5_000_000, t0 + 500_000_000)
+    events = events_between(slider, t0, t0 + 400_000_000)
+    publish_events(ros, events_out, events)
+    # no keyframe is complete (10 M events each): only the flush after 0.5 s idle makes one
+    assert spin_until(ros.executor, lambda: len(clouds) >= 1, 60.0), "no keyframe flushed with use_sim_time"
+    assert spin_until(ros.executor, lambda: int(last_values(ros)[0]["keyframes_offered"]) >= 1, 5.0)
+    assert int(last_values(ros)[0]["keyframes_offered"]) == 1 and len(clouds) == 1
 
 
 def test_bad_input_is_logged_once_counted_and_survived(ros, slider):

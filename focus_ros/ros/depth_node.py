@@ -158,6 +158,29 @@ def dropped_events_problem(received: int, dropped: dict, reasons: dict) -> tuple
     return level, f"dropping {share} of the events ({total} of {received} in the last period): {reasons[cause]}"
 
 
+#: the pose subscription: best effort, 1000 deep. A lost pose costs nothing (the trajectory
+#: interpolates between its neighbours), while a reliable reader delivers in order, so one pose
+#: lost beside the big event messages would hold back every later one until the writer repairs
+#: it (a heartbeat period: seconds), and every event behind them waits for poses. Best effort
+#: also matches a best-effort pose publisher, which a reliable reader would not.
+POSE_QOS = QoSProfile(depth=1000, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.BEST_EFFORT)
+
+
+def join_keyframes(waiting: Events, stride: int, new: Events, max_events: int) -> tuple[Events, int]:
+    """A keyframe waiting for the estimator (every ``stride``-th event of the keyframes it has
+    joined) joined by the next one: ``new`` thinned to the same stride, then both halved (the
+    stride doubled) until at most ``max_events`` remain. Returns (events, stride): the events
+    stay uniform in time, every event up to max_events, so memory is bounded however long the
+    estimator is busy."""
+    joined = Events.concatenate([waiting, new[::stride]])
+    while len(joined) > max(int(max_events), 1):
+        joined, stride = joined[::2], 2 * stride
+    return joined, stride
+
+
+#: keyframe latencies kept for the summary at the end (the latest ones)
+LATENCIES_KEPT = 10_000
+
 #: longest a keyframe waits for the estimator to be free before it is queued anyway (s)
 MERGE_WAIT_MAX_S = 10.0
 
@@ -302,8 +325,10 @@ class DepthNode(EstimatingNode):
         self._stats = dict(poses_received=0, poses_out_of_order=0, poses_invalid=0, pose_restarts=0,
                            keyframes_published=0, keyframes_without_depth=0, last_points=0, map_points=0,
                            keyframes_offered=0, keyframes_done=0, keyframes_merged=0, latency_max_ms=float("nan"))
+        self._latencies_ms: deque = deque(maxlen=LATENCIES_KEPT)  # the latest keyframes' latencies (ms)
         self._waiting: tuple[Events, float] | None = None  # a keyframe held while the estimator is busy
         self._waiting_since_s: float | None = None
+        self._waiting_stride = 1  # the waiting keyframe holds every k-th event of the keyframes it joins
         self._map = VoxelMap(value("map_voxel_m"), value("map_min_keyframes"), value("map_max_voxels"))
         self._drop_counts_before = {"received": 0, "before_first_pose": 0, "waiting_for_poses": 0}
 
@@ -326,11 +351,11 @@ class DepthNode(EstimatingNode):
             max_pending=lambda: self.get_parameter("max_pending_keyframes").value,
             images_wanted=lambda: self._outputs["image_color"].get_subscription_count() > 0,
             capacity_events=value("keyframe_events"), name="focus_ros_depth")
-        self.create_subscription(self._pose_class, self._pose_topic, self._on_pose, 1000)
+        self.create_subscription(self._pose_class, self._pose_topic, self._on_pose, POSE_QOS)
         self._input = EventInput(self, self._on_events, self._on_calibration, own_thread=True)  # off the executor
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.start_diagnostics(self._publish_diagnostics)
-        self.create_timer(0.1, self._flush_if_idle)
+        self.create_steady_timer(0.1, self._flush_if_idle)  # the end of a bag with use_sim_time, no /clock
         self.get_logger().info(
             f"waiting for {self._input.message_type} on '{self._input.events_topic}' and "
             f"{value('pose_message_type')} on '{self.resolve_topic_name(self._pose_topic)}'; publishing "
@@ -497,21 +522,25 @@ class DepthNode(EstimatingNode):
     def _queue(self, events: Events, received_s: float) -> None:
         """A completed keyframe: to the estimator now, or, with keyframe_merge_when_busy while the
         estimator is still on an earlier one, held and joined by the keyframes that complete
-        meanwhile (up to keyframe_events events), so that the keyframe rate follows what the
-        estimator can do instead of a queue growing and keyframes being dropped (lock held)."""
+        meanwhile, so that the keyframe rate follows what the estimator can do: at most one keyframe
+        computing and one waiting, whatever the event rate, so the latency stays within about two
+        keyframes' computing time. A joined keyframe beyond keyframe_events events keeps every
+        k-th event, uniformly in time (:func:`join_keyframes`; the estimator's compute budget,
+        dsi_max_events, thins it further anyway) (lock held)."""
         if self._waiting is not None:
-            waiting, _ = self._waiting
-            if len(waiting) + len(events) > self.get_parameter("keyframe_events").value:
-                self._push(*self._waiting)
-            else:
-                events = Events.concatenate([waiting, events])
-                self._stats["keyframes_merged"] += 1
-            self._waiting = self._waiting_since_s = None
+            (waiting, _), stride = self._waiting, self._waiting_stride
+            events, self._waiting_stride = join_keyframes(waiting, stride, events,
+                                                          self.get_parameter("keyframe_events").value)
+            self._stats["keyframes_merged"] += 1
+            self._waiting = None
+        else:
+            self._waiting_stride = 1
         if self.get_parameter("keyframe_merge_when_busy").value and self._outstanding() > 0:
             if self._waiting_since_s is None:
                 self._waiting_since_s = time.monotonic()
             self._waiting = (events, received_s)
             return
+        self._waiting_since_s = None
         self._push(events, received_s)
 
     def _push_waiting(self) -> None:
@@ -550,23 +579,29 @@ class DepthNode(EstimatingNode):
 
     # ----------------------------------------------------------------- results
     def _publish(self, job: Job, result) -> None:
-        """One keyframe's clouds and images (the runner's thread)."""
-        self._publish_keyframe(job, result)
+        """One keyframe's clouds and images, then the map (the runner's thread). The next keyframe
+        goes to the estimator before the map is updated: the map's cost (it grows with the map)
+        delays neither the keyframe's outputs nor the next keyframe."""
+        keyframe = self._publish_keyframe(job, result)
         with self._lock:  # the worst time from a keyframe's last event received to its outputs published
             latency_ms = 1e3 * (time.monotonic() - job.received_s)
             if not self._stats["latency_max_ms"] >= latency_ms:  # NaN: none yet in this period
                 self._stats["latency_max_ms"] = latency_ms
+            self._latencies_ms.append(latency_ms)
             self._stats["keyframes_done"] += 1
             self._push_waiting()
+        if keyframe is not None:
+            self._publish_map(keyframe)
 
-    def _publish_keyframe(self, job: Job, result) -> None:
+    def _publish_keyframe(self, job: Job, result):
+        """The keyframe's cloud and images; returns the keyframe (None when it has no depth)."""
         keyframe = result.estimate
         if keyframe.warning:  # too few events, no parallax: said, not turned into noise
             with self._lock:
                 self._stats["keyframes_without_depth"] += 1
             self._input.warn_once("no_depth:" + keyframe.warning.split(":")[0],
                                   f"no depth for the keyframe at {keyframe.t_ref_ns / 1e9:.6f} s: {keyframe.warning}")
-            return
+            return None
         stamp = messages.time_from_ns(keyframe.t_ref_ns)
         camera_frame = self.get_parameter("camera_frame_id").value or self._input.frame_id or "event_camera"
         points = keyframe.points_world
@@ -582,11 +617,6 @@ class DepthNode(EstimatingNode):
         if len(depths):
             with self._lock:  # keyframes by parallax: the baseline follows the scene depth
                 self._selector.set_scene_depth(float(np.median(depths)))
-        self._map.add(keyframe.points_world)
-        map_points, map_support = self._map.points()
-        world_frame = self.get_parameter("world_frame_id").value or self._world_frame or "world"
-        self._outputs["map"].publish(depth_messages.point_cloud(
-            map_points, map_support, np.full(len(map_points), np.nan, np.float32), stamp, world_frame))
         self._outputs["image"].publish(depth_messages.float_image(keyframe.depth_m, stamp, camera_frame))
         self._outputs["confidence"].publish(depth_messages.float_image(keyframe.confidence, stamp,
                                                                           camera_frame))
@@ -595,7 +625,43 @@ class DepthNode(EstimatingNode):
         with self._lock:
             self._stats["keyframes_published"] += 1
             self._stats["last_points"] = len(points)
+        return keyframe
+
+    def _publish_map(self, keyframe) -> None:
+        """The keyframe's points into the fused map, and the map on depth/map (the runner's thread)."""
+        self._map.add(keyframe.points_world)
+        map_points, map_support = self._map.points()
+        world_frame = self.get_parameter("world_frame_id").value or self._world_frame or "world"
+        self._outputs["map"].publish(depth_messages.point_cloud(
+            map_points, map_support, np.full(len(map_points), np.nan, np.float32),
+            messages.time_from_ns(keyframe.t_ref_ns), world_frame))
+        with self._lock:
             self._stats["map_points"] = len(map_points)
+
+    def stop(self) -> None:
+        """Stop the input and the estimator, then say in one line what the run did: keyframes
+        offered, done, dropped, and their latency (median and worst), the final counts."""
+        super().stop()
+        line = f"{self.get_name()}: {self.summary()}"
+        try:
+            self.get_logger().info(line)
+        except Exception:  # noqa: BLE001 - the context is gone: stdout still is there
+            print(line, flush=True)
+
+    def summary(self) -> str:
+        """'keyframes offered N, done N (published N, without depth N), dropped N, lost N, failed N,
+        merged N; latency median X ms, worst X ms': the counts since the start and the latencies
+        (a keyframe's last event received to its outputs published) of the latest LATENCIES_KEPT
+        keyframes."""
+        with self._lock:
+            stats, latencies = dict(self._stats), list(self._latencies_ms)
+        counts = self._runner.counts
+        latency = (f"latency median {np.median(latencies):.0f} ms, worst {max(latencies):.0f} ms" if latencies
+                   else "latency - (no keyframe done)")
+        return (f"keyframes offered {stats['keyframes_offered']}, done {stats['keyframes_done']} (published "
+                f"{stats['keyframes_published']}, without depth {stats['keyframes_without_depth']}), dropped "
+                f"{counts['dropped']}, lost {counts['lost']}, failed {counts['failed']}, merged "
+                f"{stats['keyframes_merged']}; {latency}")
 
     # ----------------------------------------------------------------- diagnostics
     def _pose_problem(self, now: float) -> str:
@@ -641,7 +707,7 @@ class DepthNode(EstimatingNode):
         input_values = self._input.diagnostics()
         drop_problem = self._drop_problem(input_values["events_received"], gate_counts)
         problem = drop_problem if drop_problem and drop_problem[0] == "error" else \
-            (("warn", pose_problem) if pose_problem else None) or drop_problem or self._runner.health()
+            (("warn", pose_problem) if pose_problem else None) or drop_problem or self.health()
         status = messages.estimator_status(f"{self.get_name()}: depth", self._input.frame_id,
                                            input_values["calibration_source"] != "none", problem,
                                            "estimating depth")
@@ -656,6 +722,7 @@ class DepthNode(EstimatingNode):
             **gate_counts,
             "keyframes_offered": stats["keyframes_offered"],
             "keyframes_merged": stats["keyframes_merged"],
+            "keyframes_done": stats["keyframes_done"],
             "keyframes_published": stats["keyframes_published"],
             "keyframes_without_depth": stats["keyframes_without_depth"],
             "points_per_keyframe": stats["last_points"],

@@ -109,10 +109,25 @@ def _optical_flow_pictures(estimator, estimate):
 # ----------------------------------------------------------------- depth
 def _build_depth(calibration, settings):
     from focus_ros.estimators.depth import DepthEstimator, warm_up
+    _leave_a_core_to_the_node()
     estimator = DepthEstimator(calibration, settings)
     # the first call of each compiled stage loads it: here, not in the first keyframe's latency
     warm_up(estimator)
     return estimator
+
+
+def _leave_a_core_to_the_node() -> None:
+    """numba's threads for this thread's parallel stages (DSI voting, peaks): the CPUs this process
+    may use, less one for the node (its input decodes events while a keyframe is computed) unless
+    the process is pinned to CPUs of its own (``estimator_cpus``). A parallel loop waits for its
+    slowest thread: a thread that shares its core with the node makes the whole stage wait."""
+    import os
+
+    import numba
+    machine = os.cpu_count() or 1
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else machine
+    threads = usable if usable < machine else usable - 1
+    numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
 
 
 def _depth_pictures(estimator, keyframe):
