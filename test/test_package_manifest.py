@@ -33,6 +33,7 @@ ROSDEP_KEYS = {
     "geometry_msgs": "geometry_msgs", "diagnostic_msgs": "diagnostic_msgs", "nav_msgs": "nav_msgs",
     "dvs_msgs": "dvs_msgs",
     "event_camera_msgs": "event_camera_msgs", "launch": "launch", "launch_ros": "launch_ros",
+    "rosidl_adapter": "rosidl_adapter",  # test_bags: generates ROS 2 IDL as rosbag2 stores it
 }
 RUN_TAGS = ("depend", "exec_depend")
 TEST_TAGS = RUN_TAGS + ("test_depend",)
