@@ -96,6 +96,12 @@ VARIANTS = {
     "patch21": (dict(patch_size_px=21, pyramid_patch_sizes=(63,)), None),
     "prior003": (dict(prior_weight=0.03), None),
     "prior03": (dict(prior_weight=0.3), None),
+    # issue 24's tail (slow patches near a rotation's fixed point): re-solved on 3 windows' span,
+    # and / or reported invalid when their confidence x motion (px) says they are measured too coarsely
+    "slow6": (dict(slow_motion_px=6.0), None),
+    "motion_conf1": (dict(min_motion_confidence=1.0), None),
+    "motion_conf12": (dict(min_motion_confidence=1.2), None),
+    "slow6_motion_conf1": (dict(slow_motion_px=6.0, min_motion_confidence=1.0), None),
 }
 
 #: the windows' default size (events), as the node's and the commands' default

@@ -648,3 +648,83 @@ def test_default_binning_makes_every_sensor_move_like_a_davis240c():
         calibration = sensor.calibration()
         binning = default_pixel_binning(calibration.width, calibration.height)
         assert 0.7 < calibration.fx / binning / reference < 1.3, (name, binning, calibration.fx)
+
+
+def test_slow_patches_are_solved_again_on_a_longer_span():
+    """Dots at 47 px/s: ~1.25 px of motion per 27-ms window, too little for a 10 % flow. With
+    slow_motion_px 4 the first window (no past) is as without; the next ones solve every patch
+    again over 2 and then 3 windows' span (the previous events prepended, same reference time):
+    their median endpoint error falls below 0.8 times that of the single windows and the share
+    of patches over 10 % of the speed halves (measured 3.7 -> 2.6 and 4.1 -> 1.7 px/s, 34 -> 14 %
+    and 40 -> 2 %); after a gap in time the past is forgotten (as an estimator without it)."""
+    true_flow = np.array([40.0, -25.0])
+    events = translating_dots(true_flow, dots=1500, events=120_000, duration_s=0.08, seed=3)
+    size = len(events) // 3
+    windows = [events[k * size:(k + 1) * size] for k in range(3)]
+    results = {}
+    for slow in (0.0, 4.0):
+        estimator = OpticalFlowEstimator(240, 180, OpticalFlowSettings(slow_motion_px=slow))
+        results[slow] = [estimator.estimate(window) for window in windows]
+    speed = np.linalg.norm(true_flow)
+    for k, (single, longer) in enumerate(zip(results[0.0], results[4.0])):
+        assert longer.valid.sum() >= 0.9 * single.valid.sum() >= 100
+        error_single = np.linalg.norm(single.flow[single.valid] - true_flow, axis=1)
+        error_longer = np.linalg.norm(longer.flow[longer.valid] - true_flow, axis=1)
+        if k == 0:
+            np.testing.assert_array_equal(longer.flow, single.flow)
+            continue
+        assert np.median(error_longer) < 0.8 * np.median(error_single)
+        assert np.mean(error_longer > 0.1 * speed) < 0.5 * np.mean(error_single > 0.1 * speed)
+    estimator = OpticalFlowEstimator(240, 180, OpticalFlowSettings(slow_motion_px=4.0))
+    first = estimator.estimate(windows[0])
+    late = windows[2]
+    late = Events(late.x, late.y, late.t + 10 * (int(late.t[-1]) - int(late.t[0])), late.p)  # after a gap
+    fresh = OpticalFlowEstimator(240, 180, OpticalFlowSettings(slow_motion_px=4.0))
+    fresh.previous = estimator.previous.copy()
+    fresh._previous_end_ns, fresh._previous_duration_ns = estimator._previous_end_ns, estimator._previous_duration_ns
+    assert np.isfinite(first.flow).any()
+    np.testing.assert_array_equal(estimator.estimate(late).flow, fresh.estimate(late).flow)
+
+
+def test_patches_too_slow_for_their_precision_are_reported_imprecise():
+    """min_motion_confidence: on a simulated rotation in a textured room whose fixed point is in
+    view, the valid patches whose confidence times motion over the window (px) is below 1 are
+    reported IMPRECISE (NaN flow); the others keep exactly the flows they have without the option
+    (the warm start is the same); the imprecise ones are slower, and the kept ones' share over
+    10 % of their speed is under 0.6 times all's (measured on these 5 windows: 13.5 % of the 431
+    valid patches, 6.2 % of the 177 kept; median true speed 235 px/s imprecise, 315 px/s kept)."""
+    from focus_ros.estimators.optical_flow import IMPRECISE, motion_confidence
+    from focus_ros.evaluation.flow import patch_flow_from_rotation
+    from focus_ros.evaluation.ground_truth import from_imu
+    from focus_ros.evaluation.angular_velocity import build_windows
+    from focus_ros.sources.scenes import PanoramaScene
+    from focus_ros.sources.simulator import ConstantAngularVelocity, EventSimulator, Trajectory
+
+    recording = EventSimulator(PanoramaScene.generate(1, shapes_per_megapixel=600),
+                               Trajectory(ConstantAngularVelocity((0.5, -1.0, 2.0)), 0.12),
+                               Calibration.davis240c(), seed=1).simulate()
+    ground_truth = from_imu(recording.imu, 0)
+    plain = OpticalFlowEstimator(240, 180, OpticalFlowSettings())
+    strict = OpticalFlowEstimator(240, 180, OpticalFlowSettings(min_motion_confidence=1.0))
+    all_relative, kept_relative, imprecise_speeds, kept_speeds = [], [], [], []
+    events = recording.events
+    for start, end in build_windows(events.t, 30_000):
+        window = events[int(start):int(end)]
+        everything, kept = plain.estimate(window), strict.estimate(window)
+        imprecise = kept.reason == IMPRECISE
+        assert np.array_equal(imprecise, everything.valid & (motion_confidence(everything) < 1.0))
+        assert np.all(np.isnan(kept.flow[imprecise]))
+        np.testing.assert_array_equal(kept.flow[kept.valid], everything.flow[kept.valid])
+        assert np.array_equal(kept.valid | imprecise, everything.valid)
+        truth = patch_flow_from_rotation(recording.calibration, plain.grid, window,
+                                         ground_truth.at([everything.t_ref_ns])[0])
+        speed = np.linalg.norm(truth, axis=1)
+        relative = np.linalg.norm(everything.flow - truth, axis=1) / speed
+        all_relative.append(relative[everything.valid])
+        kept_relative.append(relative[kept.valid])
+        imprecise_speeds.append(speed[imprecise])
+        kept_speeds.append(speed[kept.valid])
+    all_relative, kept_relative = np.concatenate(all_relative), np.concatenate(kept_relative)
+    assert len(kept_relative) >= 0.25 * len(all_relative) and len(kept_relative) < len(all_relative)
+    assert np.median(np.concatenate(imprecise_speeds)) < np.median(np.concatenate(kept_speeds))
+    assert np.mean(kept_relative > 0.1) < 0.6 * np.mean(all_relative > 0.1)

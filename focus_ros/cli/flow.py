@@ -59,6 +59,14 @@ def add_flow_arguments(parser) -> None:
     parser.add_argument("--min-confidence", type=float, default=defaults.min_confidence,
                         help="a valid patch needs at least this confidence (default "
                              f"{defaults.min_confidence:g}; flow.csv has each patch's)")
+    parser.add_argument("--min-motion-confidence", type=float, default=defaults.min_motion_confidence,
+                        help="a valid patch needs at least this confidence times its motion over the window (px): "
+                             "slow patches measured too coarsely for their speed are reported invalid (default "
+                             f"{defaults.min_motion_confidence:g}: none)")
+    parser.add_argument("--slow-motion-px", type=float, default=defaults.slow_motion_px,
+                        help="valid patches moving less than this (px over the window) are solved again on "
+                             f"{defaults.slow_span_windows:g} windows' span, the previous events prepended "
+                             f"(default {defaults.slow_motion_px:g}: never)")
     parser.add_argument("--pixel-binning", type=int, default=defaults.pixel_binning,
                         help="events binned b x b before the flow (patch sizes in binned px); default 0 = from the "
                              "sensor: 1 up to 479 px wide, 2 up to 959, 4 beyond")
@@ -82,6 +90,7 @@ def settings_from_flow_arguments(args, **changes):
                                min_aperture_ratio=args.min_aperture_ratio, blur_sigma_px=args.blur_sigma,
                                min_borrowing_events=args.min_borrowing_events, borrowing=not args.no_borrowing,
                                smoothing=not args.no_smoothing, min_confidence=args.min_confidence,
+                               min_motion_confidence=args.min_motion_confidence, slow_motion_px=args.slow_motion_px,
                                pixel_binning=args.pixel_binning, max_window_events=args.max_window_events,
                                t_ref=args.t_ref, **changes)
 

@@ -63,10 +63,11 @@ from focus_ros.optimize import OptimizerSettings
 from focus_ros.flow.batched_bfgs import minimize_batched
 from focus_ros.flow.patches import PatchGrid, PatchObjective
 
-VALID, FEW_EVENTS, FLAT, APERTURE, OUT_OF_RANGE = 0, 1, 2, 3, 4
+VALID, FEW_EVENTS, FLAT, APERTURE, OUT_OF_RANGE, IMPRECISE = 0, 1, 2, 3, 4, 5
 #: reason code -> text (flow.csv's ``reason`` column, diagnostics)
 REASONS = {VALID: "valid", FEW_EVENTS: "too few events", FLAT: "flat focus landscape",
-           APERTURE: "aperture problem (one edge)", OUT_OF_RANGE: "flow out of range"}
+           APERTURE: "aperture problem (one edge)", OUT_OF_RANGE: "flow out of range",
+           IMPRECISE: "too slow for its precision"}
 
 #: the batched optimiser's settings in displacement units (px over the window): first step
 #: 0.5 px, stop when a step moves less than 0.02 px, the relative cost change is below 1e-4 or
@@ -140,7 +141,11 @@ class OpticalFlowSettings:
     (over the window) of distance] times min_events_per_patch / events (a sparser patch leans
     more on its neighbours); probe_px [1.0]: displacement (px over the window) of
     the curvature probe; min_relative_drop [0.02]; min_confidence [0]: a valid patch needs at
-    least this confidence (``curvature_confidence``); min_aperture_ratio [0.15];
+    least this confidence (``curvature_confidence``); min_motion_confidence [0: off]: and at least this
+    confidence times its motion over the window (``motion_confidence``, px): a slower patch is reported
+    IMPRECISE (its relative error would be large); slow_motion_px [0: off]: a valid patch moving less
+    than this over the window is solved again on slow_span_windows [3] times the window's span, the
+    previous windows' events prepended (``_slow_again``); min_aperture_ratio [0.15];
     warm_start [True]: start from the previous window's flows; warm_fill ["affine": more accurate
     and fewer iterations than the neighbours' mean]: a patch
     without one starts from the affine flow field fitted to the others (``fill_affine``) or
@@ -175,6 +180,9 @@ class OpticalFlowSettings:
     pixel_binning: int = 0
     max_window_events: int | None = None
     min_confidence: float = 0.0
+    min_motion_confidence: float = 0.0
+    slow_motion_px: float = 0.0
+    slow_span_windows: float = 3.0
     min_window_events: int = 1000
     probe_px: float = 1.0
     min_relative_drop: float = 0.02
@@ -380,6 +388,16 @@ def borrowing_prior(flows: np.ndarray, rows: int, columns: int, min_known: int =
     return prior.reshape(-1, 2)
 
 
+def motion_confidence(estimate: FlowEstimate) -> np.ndarray:
+    """(P,) the confidence of each patch (``curvature_confidence``) times its motion over the
+    window (|v| T, px): the flow's relative precision. The confidence falls as the flow's error in
+    px over the window grows; divided by the motion, that error is the relative error |dv| / |v|:
+    a slow patch (near the fixed point of a rotation) moves too few px over a window sized for the
+    fast ones to be measured to a few %. NaN where the flow is invalid."""
+    motion_px = np.linalg.norm(estimate.flow, axis=1) * estimate.duration_s
+    return np.asarray(estimate.confidence, dtype=np.float64) * motion_px
+
+
 def _take(estimate: FlowEstimate, other: FlowEstimate, rows: np.ndarray) -> None:
     """Copy the per-patch results of ``rows`` from ``other`` into ``estimate`` (in place)."""
     for name in ("flow", "confidence", "reason", "iterations", "normal", "normal_direction", "normal_flow"):
@@ -454,6 +472,7 @@ class OpticalFlowEstimator:
         self.margin_retries = 0
         self._previous_end_ns: int | None = None
         self._previous_duration_ns = 0
+        self._history: list = []  # the previous windows' events (binned), for ``_slow_again``
         if self._coarser is not None:
             self._coarser.reset()
 
@@ -545,10 +564,18 @@ class OpticalFlowEstimator:
                 _take(estimate, again, grown)
         if settings.borrowing and not self.is_coarse_level:
             self._borrow(estimate, events, t_ref_ns, span_ns, warm, reach)
+        if settings.slow_motion_px > 0 and not self.is_coarse_level:
+            self._slow_again(estimate, events, t_ref_ns, span_ns)
         self._previous_end_ns = int(events.t[-1])
         self._previous_duration_ns = span_ns
         flow = estimate.flow
         self.previous = flow.copy() if np.isfinite(flow).any() else None
+        if settings.min_motion_confidence > 0 and not self.is_coarse_level:
+            # after the warm start is kept: an imprecise flow is still the best start for the next window
+            imprecise = estimate.valid & (motion_confidence(estimate) < settings.min_motion_confidence)
+            estimate.reason[imprecise] = IMPRECISE
+            estimate.flow[imprecise] = np.nan
+            estimate.borrowed &= ~imprecise
         return estimate
 
     def _trimmed(self, events: Events, warm) -> Events:
@@ -571,6 +598,40 @@ class OpticalFlowEstimator:
         middle = int(events.t[0]) + span_ns // 2
         first, last = np.searchsorted(events.t, [middle - keep_ns / 2, middle + keep_ns / 2])
         return events[int(first):int(last)]
+
+    def _slow_again(self, estimate: FlowEstimate, events: Events, t_ref_ns: int, span_ns: int) -> None:
+        """Solve the valid patches moving less than ``slow_motion_px`` over the window again on a
+        span ``slow_span_windows`` times the window's, with the same reference time: the previous
+        windows' events prepended (in place). Why: a window sized for the fast patches moves a slow
+        one (near a rotation's fixed point) too few px for its speed to be measured to a few %; over
+        the longer span it moves more and holds more events. Kept where that solve is valid."""
+        settings = self.settings
+        history = [batch for batch in self._history if len(batch)]
+        # copies: a caller may reuse the window's arrays (the node's estimator process: a shared slot)
+        self._history = history + [Events(events.x.copy(), events.y.copy(), events.t.copy(), events.p.copy())]
+        start_ns = t_ref_ns - int((settings.slow_span_windows - 0.5) * span_ns)
+        while len(self._history) > 1 and int(self._history[1].t[0]) <= start_ns:
+            self._history.pop(0)
+        if not history or int(events.t[0]) - int(history[-1].t[-1]) > span_ns // 2:
+            self._history = self._history[-1:]  # a gap: no contiguous past
+            return
+        motion = np.linalg.norm(estimate.flow, axis=1) * span_ns / NANOSECONDS_PER_SECOND
+        slow = estimate.valid & (motion < settings.slow_motion_px)
+        if not slow.any() or span_ns <= 0:
+            return
+        longer = Events.concatenate(history + [events])
+        longer = longer[int(np.searchsorted(longer.t, start_ns)):]
+        longer_span_ns = int(longer.t[-1]) - int(longer.t[0])
+        reach = max(t_ref_ns - int(longer.t[0]), int(longer.t[-1]) - t_ref_ns) / max(longer_span_ns, 1)
+        self._span_s = longer_span_ns / NANOSECONDS_PER_SECOND
+        # as the borrowing pass: the neighbours' prediction as a prior (an aperture patch's other component)
+        prior = borrowing_prior(estimate.flow, self.grid.rows, self.grid.columns)
+        prior = np.where(np.isfinite(prior).all(axis=1)[:, None], prior, estimate.flow)
+        again = self._solve(longer, t_ref_ns, longer_span_ns, estimate.flow, reach, None, only=slow,
+                            prior_px_s=prior)
+        self._span_s = span_ns / NANOSECONDS_PER_SECOND
+        _take(estimate, again, slow & again.valid)
+        self.objective.set_events(events, t_ref_ns, None)  # the window's own events again (pictures)
 
     def _borrow(self, estimate: FlowEstimate, events: Events, t_ref_ns: int, span_ns: int, warm,
                 reach: float) -> None:

@@ -26,10 +26,10 @@ same as ``focus-ros flow``). Publishes
 - ``/diagnostics``: the input's counters, windows processed and dropped, latency, processing
   time, share of valid patches, and why the others are invalid (last window, patches with events:
   ``patches_valid``, ``patches_few_events``, ``patches_flat``, ``patches_aperture``,
-  ``patches_out_of_range``; of the valid ones ``patches_borrowed``, solved with their neighbours'
-  prior; ``patches_normal_flow``: aperture patches with a normal flow only), ``window_events``
-  (the window size in use, 0 with durations), ``pixel_binning`` and ``max_window_events`` (the
-  thinning bound in use).
+  ``patches_out_of_range``, ``patches_imprecise`` with ``min_motion_confidence``; of the valid ones
+  ``patches_borrowed``, solved with their neighbours' prior; ``patches_normal_flow``: aperture
+  patches with a normal flow only), ``window_events`` (the window size in use, 0 with durations),
+  ``pixel_binning`` and ``max_window_events`` (the thinning bound in use).
 
 The estimator runs as the angular velocity node's does (:class:`~focus_ros.runtime.EstimatorRunner`):
 in a process of its own fed through shared memory (``estimator_process``, default; false = a
@@ -49,8 +49,9 @@ from rcl_interfaces.msg import SetParametersResult
 from sensor_msgs.msg import Image
 
 from focus_ros.camera import Calibration
-from focus_ros.estimators.optical_flow import (APERTURE, FEW_EVENTS, FLAT, OUT_OF_RANGE, REASONS, T_REF_CHOICES, VALID,
-                                               OpticalFlowEstimator, OpticalFlowSettings, default_window_events)
+from focus_ros.estimators.optical_flow import (APERTURE, FEW_EVENTS, FLAT, IMPRECISE, OUT_OF_RANGE, REASONS,
+                                               T_REF_CHOICES, VALID, OpticalFlowEstimator, OpticalFlowSettings,
+                                               default_window_events)
 from focus_ros.runtime import EstimatorRunner, Job, PictureRate
 from focus_ros.losses import LOSSES
 from focus_ros.ros import messages
@@ -63,7 +64,7 @@ from focus_ros.windows import CountWindowCutter, DurationWindowCutter, thin_even
 DEFAULTS = OpticalFlowSettings()
 #: diagnostics key per reason code: patches_valid, patches_few_events, ... (last window, patches with events)
 REASON_KEYS = {VALID: "valid", FEW_EVENTS: "few_events", FLAT: "flat", APERTURE: "aperture",
-               OUT_OF_RANGE: "out_of_range"}
+               OUT_OF_RANGE: "out_of_range", IMPRECISE: "imprecise"}
 
 #: name -> (default, description, options); the event input's parameters are declared by EventInput
 PARAMETERS = {
@@ -99,6 +100,12 @@ PARAMETERS = {
     "smoothing": (DEFAULTS.smoothing, "the second pass also refines the valid patches with the prior", {}),
     "min_confidence": (DEFAULTS.min_confidence, "a valid patch needs at least this confidence",
                        {"float_range": (0.0, 10.0)}),
+    "min_motion_confidence": (DEFAULTS.min_motion_confidence, "a valid patch needs at least this confidence times "
+                              "its motion over the window (px): slow patches measured too coarsely are invalid",
+                              {"float_range": (0.0, 100.0)}),
+    "slow_motion_px": (DEFAULTS.slow_motion_px, "valid patches moving less than this (px over the window) are "
+                       "solved again on 3 windows' span (previous events prepended); 0 = never",
+                       {"float_range": (0.0, 100.0)}),
     "min_aperture_ratio": (DEFAULTS.min_aperture_ratio, "structure-tensor eigenvalue ratio below which a patch "
                            "is an aperture case (invalid)", {"float_range": (0.0, 0.99)}),
     "blur_sigma_px": (-1.0, "IWE blur (px, at most 1); -1 = the loss's default (1 px spatial losses, else 0)",
@@ -111,7 +118,8 @@ PARAMETERS = {
 }
 ESTIMATOR_PARAMETERS = ("loss", "use_polarity", "margin_px", "pyramid_patch_sizes", "min_events_per_patch",
                         "borrowing", "min_borrowing_events", "max_window_events", "smoothing", "min_confidence",
-                        "min_aperture_ratio", "blur_sigma_px", "reference_time")
+                        "min_motion_confidence", "slow_motion_px", "min_aperture_ratio", "blur_sigma_px",
+                        "reference_time")
 
 
 def float_image_message(data: np.ndarray, stamp, frame_id: str) -> Image:
@@ -186,6 +194,8 @@ class OpticalFlowNode(EstimatingNode):
                                    min_aperture_ratio=value("min_aperture_ratio"), borrowing=value("borrowing"),
                                    min_borrowing_events=value("min_borrowing_events"),
                                    smoothing=value("smoothing"), min_confidence=value("min_confidence"),
+                                   min_motion_confidence=value("min_motion_confidence"),
+                                   slow_motion_px=value("slow_motion_px"),
                                    pixel_binning=value("pixel_binning"),
                                    max_window_events=None if value("max_window_events") < 0
                                    else value("max_window_events"),
