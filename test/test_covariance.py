@@ -55,10 +55,12 @@ def test_directions_without_curvature_get_the_largest_variance_and_stay_finite()
 
 
 def test_angular_velocity_covariance_of_a_quadratic_focus():
-    """A focus score f = f0 - (w - w*)' A (w - w*) / 2 (sign +1, maximised): the relative cost
-    -f / |f0| has Hessian A / |f0|, so the covariance is factor |f0| A^-1; the step moves the
-    window's outer events by STEP_PX pixels; three gradient evaluations when the optimum's
-    gradient is known. The same for a loss minimised (sign -1, f = f0 + ...)."""
+    """A focus score f = f0 - (w - w*)' A (w - w*) / 2 (sign +1, maximised) on a window of N events:
+    the relative cost -f / |f0| has Hessian A / |f0|, summed over the N events N A / |f0|, so the
+    covariance is factor |f0| A^-1 / N (the definition counts the window's events: the scatter of
+    the optimum falls as 1/N; see the module's docstring); the step moves the window's outer events
+    by STEP_PX pixels; three gradient evaluations when the optimum's gradient is known. The same
+    for a loss minimised (sign -1, f = f0 + ...)."""
     for sign in (1.0, -1.0):
         f0 = 250.0 * sign
         gradients = []
@@ -67,10 +69,11 @@ def test_angular_velocity_covariance_of_a_quadratic_focus():
             gradients.append(theta.copy())
             return SimpleNamespace(gradient=-sign * CURVATURE @ (theta - OPTIMUM))
 
-        objective = SimpleNamespace(evaluate=evaluate, calibration=Calibration.davis240c(), dt_bound=0.004)
+        objective = SimpleNamespace(evaluate=evaluate, calibration=Calibration.davis240c(), dt_bound=0.004,
+                                    event_count=20000)
         covariance, evaluations = angular_velocity_covariance(objective, OPTIMUM, f0, sign, np.zeros(3), 100.0)
-        np.testing.assert_allclose(covariance, ANGULAR_VELOCITY_COVARIANCE_FACTOR * abs(f0) * np.linalg.inv(CURVATURE),
-                                   rtol=1e-9)
+        np.testing.assert_allclose(covariance, ANGULAR_VELOCITY_COVARIANCE_FACTOR * abs(f0) * np.linalg.inv(CURVATURE)
+                                   / 20000, rtol=1e-9)
         assert evaluations == 3 == len(gradients)
         step = STEP_PX / (Calibration.davis240c().fx * 0.004)
         assert finite_difference_step_rad_s(Calibration.davis240c().fx, 0.004) == pytest.approx(step)
@@ -87,7 +90,7 @@ def test_no_focus_means_no_information():
 
 def test_estimates_of_real_windows_carry_a_covariance_that_shrinks_with_the_window():
     """On real events (boxes_rotation): every published window has a finite, symmetric, positive
-    definite covariance; a window of 30,000 events (the node's default) pins omega down better
+    definite covariance; a window of 30,000 events (config/davis240c.yaml's windows) pins omega down better
     than a third of it (1.5 ms: about one pixel of motion) — the largest variance is smaller."""
     from focus_ros.estimators.angular_velocity import AngularVelocityEstimator, real_time_settings
     from focus_ros.sources.ecd import read_ecd_folder

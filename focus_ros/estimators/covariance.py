@@ -4,14 +4,24 @@ An estimate maximises a focus score of the window's events. Near the optimum the
 bowl; the sharper the bowl (the larger its curvature, the Hessian H of the loss w.r.t. the
 motion parameters at the optimum), the less the optimum moves when the events are drawn
 again. Modelled as for a maximum-likelihood estimate, the covariance is the inverse of the
-curvature up to a scale:
+curvature of a cost that sums over the N events the window holds:
 
-    covariance = factor * inverse(H_rel),   H_rel = Hessian of  -sign * f / |f(optimum)|
+    covariance = factor * inverse(N * H_rel),   H_rel = Hessian of  -sign * f / |f(optimum)|
 
-with the loss f taken relative to its value at the optimum (the loss's own scale, which
-grows with the event count and the texture, drops out; the optimizer sees the same scaled
-cost). ``factor`` is not a property of the mathematics: it is calibrated on simulated rotations
-with known ground truth so that the reported 95 % ellipsoid holds about 95 % of the errors
+Why N * H_rel. The loss f taken relative to its value at the optimum drops the loss's own
+scale (which grows with the event count and the texture; the optimizer sees the same scaled
+cost), so H_rel measures only the width of the bowl (set by the focal length, the window's
+duration and the texture): it hardly changes with the number of events. The scatter of the
+optimum does: the gradient of the relative cost at the true motion is a sum over the events,
+each with a zero-mean part, so its variance falls as 1/N, and the optimum's covariance,
+H_rel^-1 Var(gradient) H_rel^-1, with Var(gradient) proportional to H_rel / N (as the
+information identity has it for a likelihood), is proportional to (N H_rel)^-1 — the inverse
+Hessian of the relative cost summed over the events. Without N (the covariance of a fixed
+number of events) one factor could not serve windows that hold 10,000 events and windows
+thinned to 150,000 (the node's auto windows, every sensor). ``factor`` (dimensionless) is not a
+property of the mathematics: the errors are heavier-tailed than the model (the motion changes
+within a window; the first window starts cold); it is calibrated on simulated rotations with
+known ground truth so that the reported 95 % ellipsoid holds about 95 % of the errors
 (benchmarks/eval_covariance.py; the table in EVALUATION.md, "Angular velocity covariance").
 
 H comes from forward differences of the analytic gradient (the optimizer evaluated the
@@ -30,10 +40,11 @@ import numpy as np
 
 #: finite-difference step of the curvature, in pixels of motion of the window's outermost events
 STEP_PX = 1.0
-#: the angular velocity's covariance = ANGULAR_VELOCITY_COVARIANCE_FACTOR * inverse(H_rel), (rad/s)^2
-#: for H_rel in 1 / (rad/s)^2; calibrated on the simulator's rotation presets
-#: (benchmarks/eval_covariance.py, table in EVALUATION.md)
-ANGULAR_VELOCITY_COVARIANCE_FACTOR = 1.8e-4
+#: the angular velocity's covariance = ANGULAR_VELOCITY_COVARIANCE_FACTOR * inverse(N * H_rel), (rad/s)^2
+#: for H_rel in 1 / (rad/s)^2 and N the window's events (dimensionless); calibrated with the node's auto
+#: windows on the simulator's rotation presets and every sensor (benchmarks/eval_covariance.py, table and
+#: limits in EVALUATION.md)
+ANGULAR_VELOCITY_COVARIANCE_FACTOR = 3.3
 
 
 def hessian_from_gradients(gradient: Callable[[np.ndarray], np.ndarray], x: np.ndarray, steps,
@@ -80,12 +91,13 @@ def angular_velocity_covariance(objective, omega: np.ndarray, loss_value: float,
                                 factor: float = ANGULAR_VELOCITY_COVARIANCE_FACTOR) -> tuple[np.ndarray, int]:
     """Covariance (3, 3), (rad/s)^2, of the angular velocity ``omega`` (rad/s) that maximises
     ``sign * f`` on the window ``objective`` holds (:class:`~focus_ros.objective.Objective`,
-    rotational warp; ``loss_value``: f at omega; ``gradient_at_omega``: df/domega there, or
-    None). Returns (covariance, objective evaluations spent: 3, or 4 without the gradient).
+    rotational warp; its ``event_count`` events are the N of the module docstring; ``loss_value``:
+    f at omega; ``gradient_at_omega``: df/domega there, or None): ``factor * inverse(N * H_rel)``.
+    Returns (covariance, objective evaluations spent: 3, or 4 without the gradient).
     A loss value of 0 or not finite (no focus to speak of) gives ``max_variance`` on every axis."""
     if not (np.isfinite(loss_value) and loss_value != 0.0):
         return np.eye(3) * max_variance, 0
-    scale = -float(sign) / abs(loss_value)
+    scale = -float(sign) * max(int(objective.event_count), 1) / abs(loss_value)
     step = finite_difference_step_rad_s(objective.calibration.fx, float(objective.dt_bound))
     hessian, evaluations = hessian_from_gradients(
         lambda theta: scale * objective.evaluate(theta).gradient, omega, step,
