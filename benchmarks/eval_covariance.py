@@ -44,9 +44,9 @@ from focus_ros.sources.simulator import make_preset
 from focus_ros.windows import AdaptiveWindows, WindowRule, count_windows
 
 DEFAULT_SEQUENCES = ("rotation_short:0:2", "rotation_short:1:2", "rotation:0:1", "rotation:1:1", "rotation:0:4",
-                     "rotation_short:0:0.3:davis346", "rotation_short:1:0.3:davis346", "rotation_short:2:0.3:davis346",
+                     "rotation_short:0:2:davis346", "rotation_short:1:0.3:davis346", "rotation_short:2:0.3:davis346",
                      "rotation:0:0.3:davis346", "rotation_short:1:0.3:dvxplorer", "rotation_short:2:0.3:dvxplorer",
-                     "rotation:0:0.3:dvxplorer", "rotation:1:0.3:dvxplorer", "rotation_short:0:0.2:imx636",
+                     "rotation:0:0.3:dvxplorer", "rotation:1:1:dvxplorer", "rotation_short:0:0.2:imx636",
                      "rotation:1:0.2:imx636")
 LEVELS = (0.68, 0.95)
 PROMISE_95 = (0.80, 0.99)
