@@ -197,9 +197,9 @@ def node_command(sensor: str, extra: list[str]) -> list[str]:
             "-r", "events:=/event_camera/events", "-p", "event_message_type:=event_camera_msgs/EventPacket",
             "-p", "camera_info_timeout_s:=0.2",
             "-p", f"calibration.width:={model.width}", "-p", f"calibration.height:={model.height}",
-            "-p", f"calibration.fx:={model.fx}", "-p", f"calibration.fy:={model.fy}",
-            "-p", f"calibration.cx:={model.cx}", "-p", f"calibration.cy:={model.cy}",
-            "-p", f"calibration.distortion:={list(map(float, model.distortion))}", *extra]
+            "-p", f"calibration.fx:={model.lens.fx}", "-p", f"calibration.fy:={model.lens.fy}",
+            "-p", f"calibration.cx:={model.lens.cx}", "-p", f"calibration.cy:={model.lens.cy}",
+            "-p", f"calibration.distortion:={list(map(float, model.lens.distortion))}", *extra]
 
 
 def measure(run: SensorRun, recording, messages_path: Path, seconds: float, log_dir: Path,

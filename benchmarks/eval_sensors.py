@@ -89,7 +89,7 @@ def losses_table(sensor: str, run: SensorRun, recording, seconds: float, losses,
 
     model = recording.calibration
     rate = len(recording.events) / recording.events.duration_s / 1e6
-    print(f"\n#### {sensor} ({model.width}x{model.height}, fx {model.fx:g} px), rotation up to {run.peak_deg_s:g} "
+    print(f"\n#### {sensor} ({model.width}x{model.height}, fx {model.lens.fx:g} px), rotation up to {run.peak_deg_s:g} "
           f"deg/s per axis, {rate:.1f} Mev/s, first {seconds:g} s; node defaults, windows thinned to {max_events}\n")
     print("| loss | polarity | RMS deg/s | % of peak | published | withheld | window ms | IWE bins | ms/window |\n"
           "|---|---|---:|---:|---:|---:|---:|---:|---:|", flush=True)

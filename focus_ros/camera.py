@@ -19,76 +19,6 @@ DAVIS240C = dict(width=240, height=180, fx=199.092366542, fy=198.82882047,
                              -0.000759431726241, 0.0))
 
 
-@dataclass(frozen=True)
-class SensorModel:
-    """An event camera people own, as focus_ros needs to know it.
-
-    name: the key in :data:`SENSORS`; description: the product;
-    width, height: sensor size (px); fx, fy, cx, cy (px) and distortion (k1 k2 p1 p2 k3):
-    intrinsics typical of the lens sold with the camera (a stand-in for simulation and for
-    defaults, never a substitute for the user's own calibration);
-    driver, encoding: the ROS 2 driver users run with it and the event encoding it publishes
-    (``event_message_type`` and ``encoding`` in focus_ros's tables);
-    typical_rate_mev_s: the event rate (Mev/s) of brisk hand-held motion in an office;
-    peak_rate_mev_s: the rate its driver reports at most (flicker, fast motion).
-    """
-
-    name: str
-    description: str
-    width: int
-    height: int
-    fx: float
-    fy: float
-    cx: float
-    cy: float
-    distortion: tuple
-    driver: str
-    encoding: str
-    typical_rate_mev_s: float
-    peak_rate_mev_s: float
-
-    @property
-    def pixels(self) -> int:
-        """Number of pixels."""
-        return self.width * self.height
-
-    def calibration(self) -> "Calibration":
-        """The sensor's typical :class:`Calibration`."""
-        return Calibration(self.width, self.height, self.fx, self.fy, self.cx, self.cy, self.distortion)
-
-
-#: the sensors focus_ros has presets for (simulation, configuration files, defaults), by name.
-#: DAVIS240C: the Event Camera Dataset's calibration. DAVIS346 (18.5 um pixels) and DVXplorer
-#: (9 um) with the 4.5 mm and 4 mm lenses iniVation ships; IMX636 (Prophesee EVK4 HD, 4.86 um)
-#: with a 4.3 mm lens; all with a mild barrel distortion.
-SENSORS = {
-    "davis240c": SensorModel("davis240c", "iniVation DAVIS240C (240x180), Event Camera Dataset calibration",
-                             240, 180, DAVIS240C["fx"], DAVIS240C["fy"], DAVIS240C["cx"], DAVIS240C["cy"],
-                             DAVIS240C["distortion"], "libcaer_driver", "libcaer_cmp", 1.0, 12.0),
-    "davis346": SensorModel("davis346", "iniVation DAVIS346 (346x260), 4.5 mm lens", 346, 260,
-                            243.0, 243.0, 173.0, 130.0, (-0.25, 0.08, 0.0, 0.0, 0.0),
-                            "libcaer_driver", "libcaer_cmp", 3.0, 12.0),
-    "dvxplorer": SensorModel("dvxplorer", "iniVation DVXplorer (640x480), 4 mm lens", 640, 480,
-                             444.0, 444.0, 320.0, 240.0, (-0.2, 0.05, 0.0, 0.0, 0.0),
-                             "libcaer_driver", "libcaer_cmp", 10.0, 145.0),
-    "imx636": SensorModel("imx636", "Prophesee IMX636 / EVK4 HD (1280x720), 4.3 mm lens", 1280, 720,
-                          880.0, 880.0, 640.0, 360.0, (-0.1, 0.02, 0.0, 0.0, 0.0),
-                          "metavision_driver", "evt3", 15.0, 50.0),
-}
-
-
-def sensor_model(name: str) -> SensorModel:
-    """The :data:`SENSORS` entry of ``name``; ValueError listing the known ones otherwise."""
-    if name not in SENSORS:
-        raise ValueError(f"unknown sensor {name!r}; choose one of {', '.join(SENSORS)}")
-    return SENSORS[name]
-
-
-def sensor_of_size(width: int, height: int) -> SensorModel | None:
-    """The :data:`SENSORS` entry with this size (px), or None (a sensor without a preset)."""
-    return next((sensor for sensor in SENSORS.values() if (sensor.width, sensor.height) == (width, height)), None)
-
-
 #: the smallest sensor side (px) a calibration may have: a quarter of the smallest event camera
 #: sold (the DVS128, 128 px); fewer is a placeholder (1x1 from a driver that does not know its
 #: sensor), not a camera
@@ -345,6 +275,79 @@ class Calibration:
             _BEARING_LUT_CACHE[self] = cached
         return cached
 
+
+
+@dataclass(frozen=True)
+class SensorModel:
+    """An event camera people own, as focus_ros needs to know it.
+
+    name: the key in :data:`SENSORS`; description: the product;
+    lens: a :class:`Calibration` typical of the lens sold with the camera (its size in px,
+    intrinsics and distortion: a stand-in for simulation and for defaults, never a substitute
+    for the user's own calibration);
+    driver, encoding: the ROS 2 driver users run with it and the event encoding it publishes
+    (``event_message_type`` and ``encoding`` in focus_ros's tables);
+    typical_rate_mev_s: the event rate (Mev/s) of brisk hand-held motion in an office;
+    peak_rate_mev_s: the rate its driver reports at most (flicker, fast motion).
+    """
+
+    name: str
+    description: str
+    lens: Calibration
+    driver: str
+    encoding: str
+    typical_rate_mev_s: float
+    peak_rate_mev_s: float
+
+    @property
+    def width(self) -> int:
+        """Sensor width (px)."""
+        return self.lens.width
+
+    @property
+    def height(self) -> int:
+        """Sensor height (px)."""
+        return self.lens.height
+
+    @property
+    def pixels(self) -> int:
+        """Number of pixels."""
+        return self.width * self.height
+
+    def calibration(self) -> Calibration:
+        """The sensor's typical :class:`Calibration`."""
+        return self.lens
+
+
+#: the sensors focus_ros has presets for (simulation, configuration files, defaults), by name.
+#: DAVIS240C: the Event Camera Dataset's calibration. DAVIS346 (18.5 um pixels) and DVXplorer
+#: (9 um) with the 4.5 mm and 4 mm lenses iniVation ships; IMX636 (Prophesee EVK4 HD, 4.86 um)
+#: with a 4.3 mm lens; all with a mild barrel distortion.
+SENSORS = {
+    "davis240c": SensorModel("davis240c", "iniVation DAVIS240C (240x180), Event Camera Dataset calibration",
+                             Calibration(**DAVIS240C), "libcaer_driver", "libcaer_cmp", 1.0, 12.0),
+    "davis346": SensorModel("davis346", "iniVation DAVIS346 (346x260), 4.5 mm lens",
+                            Calibration(346, 260, 243.0, 243.0, 173.0, 130.0, (-0.25, 0.08, 0.0, 0.0, 0.0)),
+                            "libcaer_driver", "libcaer_cmp", 3.0, 12.0),
+    "dvxplorer": SensorModel("dvxplorer", "iniVation DVXplorer (640x480), 4 mm lens",
+                             Calibration(640, 480, 444.0, 444.0, 320.0, 240.0, (-0.2, 0.05, 0.0, 0.0, 0.0)),
+                             "libcaer_driver", "libcaer_cmp", 10.0, 145.0),
+    "imx636": SensorModel("imx636", "Prophesee IMX636 / EVK4 HD (1280x720), 4.3 mm lens",
+                          Calibration(1280, 720, 880.0, 880.0, 640.0, 360.0, (-0.1, 0.02, 0.0, 0.0, 0.0)),
+                          "metavision_driver", "evt3", 15.0, 50.0),
+}
+
+
+def sensor_model(name: str) -> SensorModel:
+    """The :data:`SENSORS` entry of ``name``; ValueError listing the known ones otherwise."""
+    if name not in SENSORS:
+        raise ValueError(f"unknown sensor {name!r}; choose one of {', '.join(SENSORS)}")
+    return SENSORS[name]
+
+
+def sensor_of_size(width: int, height: int) -> SensorModel | None:
+    """The :data:`SENSORS` entry with this size (px), or None (a sensor without a preset)."""
+    return next((sensor for sensor in SENSORS.values() if (sensor.width, sensor.height) == (width, height)), None)
 
 #: bearing look-up tables by calibration (Calibration is frozen, hence hashable)
 _BEARING_LUT_CACHE: dict = {}

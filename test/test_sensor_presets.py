@@ -77,7 +77,7 @@ def test_scene_textures_are_as_fine_per_pixel_for_every_sensor_as_for_the_davis2
     assert texel_scale(davis) == 1.0
     for name, model in SENSORS.items():
         faces = make_preset("rotation_short", 0.01, camera=name).scene.faces
-        assert faces.shape[1] / (2 * max(model.fx, model.fy)) >= davis_texels_per_px - 1e-9, name
+        assert faces.shape[1] / (2 * max(model.lens.fx, model.lens.fy)) >= davis_texels_per_px - 1e-9, name
 
 
 def test_event_rate_per_pixel_is_alike_across_sensors_for_the_same_motion():
@@ -106,8 +106,8 @@ def test_simulate_writes_a_bag_with_the_sensors_camera_info_encoding_and_events(
     model = SENSORS[sensor]
     calibration = read_bag_calibration(bag)
     assert (calibration.width, calibration.height) == (model.width, model.height)
-    assert (calibration.fx, calibration.fy, calibration.cx, calibration.cy) == (model.fx, model.fy, model.cx, model.cy)
-    assert calibration.distortion == tuple(model.distortion)
+    assert (calibration.fx, calibration.fy, calibration.cx, calibration.cy) == (model.lens.fx, model.lens.fy, model.lens.cx, model.lens.cy)
+    assert calibration.distortion == tuple(model.lens.distortion)
 
     message_type, encoding = DRIVER_MESSAGES[sensor]
     reader = open_bag(bag)
@@ -320,8 +320,8 @@ def test_config_file_names_only_declared_parameters_and_the_sensors_calibration(
     assert values["camera_info_topic"] == camera_info_topic
     assert (values["calibration.width"], values["calibration.height"]) == (model.width, model.height)
     assert [values[f"calibration.{k}"] for k in ("fx", "fy", "cx", "cy")] == \
-        pytest.approx([model.fx, model.fy, model.cx, model.cy], rel=1e-12)
-    assert list(values["calibration.distortion"]) == pytest.approx(list(model.distortion), abs=1e-12)
+        pytest.approx([model.lens.fx, model.lens.fy, model.lens.cx, model.lens.cy], rel=1e-12)
+    assert list(values["calibration.distortion"]) == pytest.approx(list(model.lens.distortion), abs=1e-12)
 
 
 @pytest.mark.parametrize("name", sorted(CONFIG_FILES))
