@@ -78,6 +78,18 @@ def wait_for_report(ros, reports, condition, timeout_s=10.0) -> dict:
     return latest_values(reports)
 
 
+def expect_the_three_good_windows(ros, estimates, reports, node) -> dict:
+    """Exactly the 3 windows the good events make are estimated (one good event lost would
+    leave the third incomplete), each a fast rotation (the boxes); the /diagnostics values
+    once the node reports all 3 processed."""
+    assert spin_until(ros.executor, lambda: len(estimates) >= 3, 60.0), node.log()
+    ros.spin(1.0)
+    assert len(estimates) == 3, node.log()
+    omega = np.array([[m.twist.angular.x, m.twist.angular.y, m.twist.angular.z] for m in estimates])
+    assert np.all(np.isfinite(omega)) and np.all(np.linalg.norm(omega, axis=1) > 1.0)  # the boxes rotate fast
+    return wait_for_report(ros, reports, lambda v: int(v.get("windows_processed", 0)) == 3)
+
+
 def serialized_event_array(events: Events, height: int, width: int, frame_id="dvs") -> bytes:
     """An EventArray serialized by rclpy itself, whatever its coordinates (a driver with a bug)."""
     from builtin_interfaces.msg import Time
@@ -142,12 +154,7 @@ def test_bad_events_are_dropped_alone_and_every_good_window_is_estimated(ros):
             if index in (10, 11, 12, 13, 14, 15):  # six garbage headers, six different ids
                 publisher.publish(bytes([index * 17 % 256, 0x5A + index]) + message[2:])
         ros.executor.spin_once(timeout_sec=0.01)
-    assert spin_until(ros.executor, lambda: len(estimates) >= 3, 60.0), node.log()
-    ros.spin(1.0)
-    assert len(estimates) == 3, node.log()
-    omega = np.array([[m.twist.angular.x, m.twist.angular.y, m.twist.angular.z] for m in estimates])
-    assert np.all(np.isfinite(omega)) and np.all(np.linalg.norm(omega, axis=1) > 1.0)  # the boxes rotate fast
-    values = wait_for_report(ros, reports, lambda v: int(v.get("windows_processed", 0)) == 3)
+    values = expect_the_three_good_windows(ros, estimates, reports, node)
     assert int(values["malformed_messages"]) == 6 and int(values["out_of_range_events"]) == 5
     assert int(values["unsorted_messages"]) == 1 and int(values["out_of_order_events"]) == 0
     assert int(values["events_received"]) == 3 * WINDOW_EVENTS + 5
@@ -295,12 +302,7 @@ def test_event_packets_with_events_outside_the_sensor_keep_their_other_events(ro
             publisher.publish(codecs.encode_event_packet(good, 180, 240, "libcaer_cmp", frame_id="event_camera",
                                                          seq=seq))
         ros.executor.spin_once(timeout_sec=0.01)
-    assert spin_until(ros.executor, lambda: len(estimates) >= 3, 60.0), node.log()
-    ros.spin(1.0)
-    assert len(estimates) == 3, node.log()
-    omega = np.array([[m.twist.angular.x, m.twist.angular.y, m.twist.angular.z] for m in estimates])
-    assert np.all(np.isfinite(omega)) and np.all(np.linalg.norm(omega, axis=1) > 1.0)  # the boxes rotate fast
-    values = wait_for_report(ros, reports, lambda v: int(v.get("windows_processed", 0)) == 3)
+    values = expect_the_three_good_windows(ros, estimates, reports, node)
     assert int(values["out_of_range_events"]) == 5 and int(values["malformed_messages"]) == 0
     assert int(values["events_received"]) == 3 * WINDOW_EVENTS + 5
     log = node.log()

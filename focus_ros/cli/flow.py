@@ -69,7 +69,7 @@ def add_flow_arguments(parser) -> None:
                              f"(default {defaults.slow_motion_px:g}: never)")
     parser.add_argument("--pixel-binning", type=int, default=defaults.pixel_binning,
                         help="events binned b x b before the flow (patch sizes in binned px); default 0 = from the "
-                             "sensor: 1 up to 479 px wide, 2 up to 959, 4 beyond")
+                             "sensor: 1 up to 479 px wide, 2 up to 959, 4 up to 1919, and so on")
     parser.add_argument("--max-window-events", type=int, default=None,
                         help="windows with more events are thinned to this many (uniform, deterministic); default: "
                              "with binning, the default window of the binned image, else none; 0 = never")

@@ -92,7 +92,7 @@ PARAMETERS = {
     "min_borrowing_events": (DEFAULTS.min_borrowing_events, "fewer events: no flow even with the prior",
                              {"integer_range": (1, 1_000_000)}),
     "pixel_binning": (0, "events binned b x b before the flow (patch sizes in binned px); 0 = from the sensor "
-                      "(1 up to 479 px wide, 2 up to 959, 4 beyond)",
+                      "(1 up to 479 px wide, 2 up to 959, 4 up to 1919, and so on)",
                       {"integer_range": (0, 16), "read_only": True}),
     "max_window_events": (-1, "windows with more events are thinned to this many (uniform, deterministic); "
                           "-1 = with pixel binning the default window of the binned image, else never; 0 = never",
