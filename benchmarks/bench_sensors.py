@@ -23,6 +23,9 @@ listening to the results and sampling memory.
   events were published: the latency plus half a window); the kept share and window the
   node reports; the RSS of the node plus its estimator process (MiB, sampled every second:
   first, max, last) and the publisher's lateness and CPU.
+- This script also subscribes to ``imu``, as a filter fusing the estimates would, so the node
+  computes each window's covariance; ``--no-imu`` leaves only ``angular_velocity`` subscribed
+  (the node then skips the covariance: less CPU per window).
 
     .venv/bin/python benchmarks/bench_sensors.py                          # every sensor, once, 4 s
     .venv/bin/python benchmarks/bench_sensors.py --sensors imx636 --runs 3
@@ -203,10 +206,11 @@ def node_command(sensor: str, extra: list[str]) -> list[str]:
 
 
 def measure(run: SensorRun, recording, messages_path: Path, seconds: float, log_dir: Path,
-            extra: list[str]) -> dict:
+            extra: list[str], imu: bool = True) -> dict:
     import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
     from geometry_msgs.msg import TwistStamped
+    from sensor_msgs.msg import Imu
     from rclpy.executors import SingleThreadedExecutor
 
     from focus_ros.camera import sensor_model
@@ -226,6 +230,8 @@ def measure(run: SensorRun, recording, messages_path: Path, seconds: float, log_
     client.create_subscription(TwistStamped, "/angular_velocity", lambda m: estimates.append(
         (time.monotonic(), m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec,
          (m.twist.angular.x, m.twist.angular.y, m.twist.angular.z))), 1000)
+    if imu:  # as a filter fusing the estimates: the node computes their covariance
+        client.create_subscription(Imu, "/imu", lambda message: None, 1000)
     client.create_subscription(DiagnosticArray, "/diagnostics", lambda d: reports.extend(
         dict({kv.key: kv.value for kv in status.values}, arrival_s=time.monotonic()) for status in d.status
         if status.name.startswith("angular_velocity_node")), 10)
@@ -351,6 +357,8 @@ def main() -> int:
     parser.add_argument("--node-arg", action="append", default=[], help="extra node argument after --ros-args, "
                         "e.g. --node-arg=-p --node-arg=pixel_binning:=1")
     parser.add_argument("--logs", type=Path, help="keep the node logs in this folder")
+    parser.add_argument("--no-imu", dest="imu", action="store_false",
+                        help="do not subscribe to imu (the node then skips the covariance)")
     parser.add_argument("--publish", help=argparse.SUPPRESS)  # internal: run as the publisher process
     args = parser.parse_args()
     if args.publish:
@@ -373,7 +381,7 @@ def main() -> int:
             del messages
             for _ in range(args.runs):
                 try:
-                    result = measure(run, recording, path, args.seconds, Path(log_dir), args.node_arg)
+                    result = measure(run, recording, path, args.seconds, Path(log_dir), args.node_arg, args.imu)
                 except RuntimeError as error:
                     print(f"| {sensor} | run failed: {str(error).splitlines()[0]} |", flush=True)
                     continue

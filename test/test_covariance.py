@@ -107,3 +107,25 @@ def test_estimates_of_real_windows_carry_a_covariance_that_shrinks_with_the_wind
         assert np.all(np.linalg.eigvalsh(covariance) > 0)
         largest[count] = np.linalg.eigvalsh(covariance).max()
     assert largest[30000] < largest[10000] / 10, largest
+
+
+def test_the_covariance_is_skipped_when_not_wanted():
+    """The node computes the covariance only while imu or twist has a subscriber (the job's extra
+    says so): without it the same window gives the same omega, no covariance, and exactly the 3
+    gradient evaluations of the finite differences fewer; a job without an extra (a caller that
+    says nothing) gets it."""
+    from focus_ros.estimators.angular_velocity import real_time_settings
+    from focus_ros.runtime import InlineEstimator
+    from focus_ros.sources.ecd import read_ecd_folder
+
+    window = read_ecd_folder(slice_folder("boxes_rotation")).events[:30000]
+    results = {}
+    for wanted in (True, False, None):
+        engine = InlineEstimator(Calibration.davis240c(), real_time_settings())
+        results[wanted] = engine.estimate(window, extra=wanted).estimate
+    for estimate in results.values():
+        assert not estimate.degenerate
+    np.testing.assert_array_equal(results[False].angular_velocity, results[True].angular_velocity)
+    assert results[False].covariance is None
+    assert results[True].covariance is not None and results[None].covariance is not None
+    assert results[True].evaluations - results[False].evaluations == 3

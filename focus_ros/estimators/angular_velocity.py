@@ -209,7 +209,7 @@ class WindowEstimate:
     #: constant-velocity check found omega changing too much within it (None otherwise)
     angular_acceleration: np.ndarray | None = None
     #: (3, 3) (rad/s)^2: covariance of angular_velocity from the focus's curvature at the optimum
-    #: (:mod:`focus_ros.estimators.covariance`); None when degenerate
+    #: (:mod:`focus_ros.estimators.covariance`); None when degenerate or not asked for
     covariance: np.ndarray | None = None
     #: why a degenerate estimate was withheld, one of WITHHELD_REASONS ('' when published)
     withheld: str = ""
@@ -332,8 +332,10 @@ class AngularVelocityEstimator:
         self.previous = None if omega is None else omega.copy()
         self._history = [] if omega is None else (self._history + [(t_ref_ns, omega.copy())])[-2:]
 
-    def estimate(self, events: Events, initial=None) -> WindowEstimate:
-        """Estimate omega (rad/s) for one window of time-ordered events."""
+    def estimate(self, events: Events, initial=None, covariance: bool = True) -> WindowEstimate:
+        """Estimate omega (rad/s) for one window of time-ordered events; ``covariance`` False
+        skips the covariance (3 more gradient evaluations: :mod:`focus_ros.estimators.covariance`)
+        and leaves it None, for callers that publish no covariance."""
         settings = self.settings
         events = events_on_coarse_grid(events, int(settings.pixel_binning))
         count = len(events)
@@ -417,9 +419,9 @@ class AngularVelocityEstimator:
             self._improvements = (self._improvements + [improvement])[-max(settings.doubt_history, 1):]
         # a doubtful window keeps its best estimate as the next warm start (better than none)
         self._remember(t_ref_ns, omega if self._plausible(omega) and final.kept else None)
-        covariance = None
-        if not degenerate:  # the objective holds the window the solution belongs to
-            covariance, spent = angular_velocity_covariance(self.objective, omega, final.value, self.loss.sign,
+        omega_covariance = None
+        if covariance and not degenerate:  # the objective holds the window the solution belongs to
+            omega_covariance, spent = angular_velocity_covariance(self.objective, omega, final.value, self.loss.sign,
                                                             final.gradient, settings.max_angular_velocity ** 2)
             evaluation_count += spent
         return WindowEstimate(t_ref_ns, nan3 if degenerate else omega, score, score_at_initial,
@@ -427,7 +429,7 @@ class AngularVelocityEstimator:
                               final.kept, final.dropped, converged=result.converged,
                               degenerate=degenerate, message=message, improvement=improvement,
                               recovered=recovered, angular_acceleration=angular_acceleration,
-                              covariance=covariance, withheld=withheld)
+                              covariance=omega_covariance, withheld=withheld)
 
     def image_motion_px(self, omega: np.ndarray, events: Events) -> float:
         """How far (px of the IWE grid) the image moves over the window's time span at this

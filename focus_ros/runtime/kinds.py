@@ -5,7 +5,7 @@ A kind names an estimator and says how to build it from (calibration, settings),
 one job, what pictures to draw when asked and what state (the warm start) survives a new
 configuration:
 
-- ``angular_velocity``: a window of events ->
+- ``angular_velocity``: a window of events (extra: whether its covariance is wanted) ->
   :class:`~focus_ros.estimators.angular_velocity.WindowEstimate`;
 - ``optical_flow``: a window -> :class:`~focus_ros.estimators.optical_flow.FlowEstimate`;
 - ``depth``: a keyframe's events plus its trajectory segment (the job's ``extra``) ->
@@ -83,6 +83,12 @@ def _warm_up_angular_velocity(estimator) -> None:
     estimator.reset()
 
 
+def _run_angular_velocity(estimator, events, covariance_wanted) -> Any:
+    """One window; the job's extra says whether its covariance is wanted (the node: someone
+    subscribes to imu or twist; None, as from a caller that gives no extra: yes)."""
+    return estimator.estimate(events, covariance=covariance_wanted is not False)
+
+
 def _carry_angular_velocity(previous, estimator) -> None:
     if not estimator.degenerate_reason:
         estimator.previous = previous.previous
@@ -139,8 +145,7 @@ def _depth_pictures(estimator, keyframe):
 
 #: name -> EstimatorKind: what EstimatorProcess / InlineEstimator / EstimatorRunner can run
 KINDS = {
-    "angular_velocity": EstimatorKind("angular_velocity", _build_angular_velocity,
-                                      lambda estimator, events, extra: estimator.estimate(events),
+    "angular_velocity": EstimatorKind("angular_velocity", _build_angular_velocity, _run_angular_velocity,
                                       _angular_velocity_pictures, _carry_angular_velocity),
     "optical_flow": EstimatorKind("optical_flow", _build_optical_flow,
                                   lambda estimator, events, extra: estimator.estimate(events),
