@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import pickle
 import statistics
@@ -71,17 +72,19 @@ LATENCY_WINDOWS = 8
 CPUS = frozenset(os.sched_getaffinity(0))
 
 
-
 @dataclass(frozen=True)
 class NodeUnderTest:
     """What differs between the nodes this benchmark runs: the executable, its parameter file,
-    its estimate topic and message type (a module, a class), its estimator offline."""
+    its estimate topic and message type (a module, a class), its estimator offline and how the
+    node runs it on a window (this script subscribes to the estimates only: the angular velocity
+    node then skips the covariance)."""
 
     executable: str
     params_file: str
     output_topic: str
     output_type: tuple[str, str]
     make_estimator: Callable[[str, bool], Any]
+    estimate: Callable[[Any, Any], Any] = lambda estimator, window: estimator.estimate(window)
 
 
 def _angular_velocity_estimator(loss: str, polarity: bool):
@@ -97,46 +100,63 @@ def _optical_flow_estimator(loss: str, polarity: bool):
 
 NODES = {
     "angular_velocity": NodeUnderTest("angular_velocity_node", "davis240c.yaml", "/angular_velocity",
-                                      ("geometry_msgs.msg", "TwistStamped"), _angular_velocity_estimator),
+                                      ("geometry_msgs.msg", "TwistStamped"), _angular_velocity_estimator,
+                                      lambda estimator, window: estimator.estimate(window, covariance=False)),
     "optical_flow": NodeUnderTest("optical_flow_node", "optical_flow.yaml", "/optical_flow",
                                   ("sensor_msgs.msg", "Image"), _optical_flow_estimator),
 }
 
 
 # ----------------------------------------------------------------------------- publisher process
-def publish(path: str, message_s: float) -> int:
-    """The driver-like publisher: wait for the node, then one message every message_s on time."""
+def publish_when_due(message_class, topic: str, timed_messages, loop_s: float = 0.0, seconds: float = 0.0) -> dict:
+    """The driver-like publisher (this process): wait for a subscriber, then publish each
+    (due_s, message) of ``timed_messages`` when due (sleeping until then; best effort, 1000
+    deep, as event camera drivers publish), looping the sequence (``loop_s`` long) for
+    ``seconds`` when both are given; returns the report: messages, loops, wall_s, cpu_s,
+    loop_starts (monotonic s), late_median_ms and late_max_ms (how late each message went out)."""
     import rclpy
-    from dvs_msgs.msg import EventArray
     from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
-    with open(path, "rb") as file:
-        messages = pickle.load(file)
     rclpy.init()
     node = rclpy.create_node("bench_driver")
     qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1000, reliability=ReliabilityPolicy.BEST_EFFORT)
-    publisher = node.create_publisher(EventArray, "/dvs/events", qos)
+    publisher = node.create_publisher(message_class, topic, qos)
     deadline = time.monotonic() + 30.0
     while publisher.get_subscription_count() == 0 and time.monotonic() < deadline:
         time.sleep(0.05)
     time.sleep(1.0)  # discovery settles both ways
+    loops = max(1, math.ceil(seconds / loop_s)) if loop_s > 0 and seconds > 0 else 1
     cpu_start, wall_start = time.process_time(), time.monotonic()
-    lateness = []
-    for index, message in enumerate(messages):
-        due = wall_start + index * message_s
-        delay = due - time.monotonic()
-        if delay > 0:
-            time.sleep(delay)
-        lateness.append(time.monotonic() - due)
-        publisher.publish(message)
+    lateness, loop_starts = [], []
+    for loop in range(loops):
+        loop_start = wall_start + loop * loop_s
+        loop_starts.append(loop_start)
+        for due, message in timed_messages:
+            due += loop_start
+            delay = due - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            lateness.append(time.monotonic() - due)
+            publisher.publish(message)
     wall = time.monotonic() - wall_start
     cpu = time.process_time() - cpu_start
     lateness.sort()
-    print(json.dumps(dict(messages=len(messages), wall_s=wall, cpu_s=cpu,
-                          late_median_ms=1e3 * lateness[len(lateness) // 2], late_max_ms=1e3 * lateness[-1])),
-          flush=True)
     node.destroy_node()
     rclpy.shutdown()
+    return dict(messages=len(lateness), loops=loops, wall_s=wall, cpu_s=cpu, loop_starts=loop_starts,
+                late_median_ms=1e3 * lateness[len(lateness) // 2], late_max_ms=1e3 * lateness[-1])
+
+
+def publish(path: str, message_s: float) -> int:
+    """The publisher process: the pickled EventArray messages on /dvs/events, one every
+    message_s; prints the report of :func:`publish_when_due` as JSON."""
+    from dvs_msgs.msg import EventArray
+
+    with open(path, "rb") as file:
+        messages = pickle.load(file)
+    print(json.dumps(publish_when_due(EventArray, "/dvs/events",
+                                      [(index * message_s, message) for index, message in enumerate(messages)])),
+          flush=True)
     return 0
 
 
@@ -174,7 +194,7 @@ def offline_ms_per_window(node: NodeUnderTest, windows, loss: str, polarity: boo
     this process: back to back, or with ``period_s`` one window every period_s at most (the
     process idles between windows, as the estimator process does when it keeps up)."""
     estimator = node.make_estimator(loss, polarity)
-    estimator.estimate(windows[0])  # compiled code loaded
+    node.estimate(estimator, windows[0])  # compiled code loaded
     estimator = node.make_estimator(loss, polarity)
     times, cpu_times = [], []
     next_start = time.perf_counter()
@@ -182,7 +202,7 @@ def offline_ms_per_window(node: NodeUnderTest, windows, loss: str, polarity: boo
         time.sleep(max(0.0, next_start - time.perf_counter()))
         started, started_cpu = time.perf_counter(), time.thread_time()
         next_start = started + period_s
-        estimator.estimate(window)
+        node.estimate(estimator, window)
         times.append(time.perf_counter() - started)
         cpu_times.append(time.thread_time() - started_cpu)
     return 1e3 * statistics.median(times), 1e3 * statistics.median(cpu_times)
@@ -252,6 +272,7 @@ def measure(loss: str, polarity: bool, windows, message_s: float, log_dir: Path,
             pickle.dump(messages, file)
         first_t, last_t = int(sustained.t[0]), int(sustained.t[-1])
         reports_before = len(diagnostics)
+
         def reported_pid():
             return int({kv.key: kv.value for kv in diagnostics[-1].status[0].values}.get("estimator_process_pid", 0))
 

@@ -57,7 +57,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "test"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_node import cpu_seconds  # noqa: E402
+from bench_node import cpu_seconds, publish_when_due  # noqa: E402
 
 MESSAGE_S = 1e-3  # the drivers' packet period
 SLOT_S = 0.02
@@ -138,43 +138,14 @@ def driver_messages(events, calibration, encoding: str) -> list[tuple[float, byt
 
 # ----------------------------------------------------------------------------- publisher process
 def publish(path: str, seconds: float) -> int:
-    """The driver-like publisher: wait for the node, then every message when due, looping the
-    sequence for ``seconds``; prints a JSON report (loop start times, lateness, CPU)."""
-    import rclpy
+    """The publisher process: the pickled EventPacket messages (serialized, as a driver's
+    zero-copy bytes) on /event_camera/events when due, looping the sequence for ``seconds``;
+    prints the report of :func:`bench_node.publish_when_due` as JSON."""
     from event_camera_msgs.msg import EventPacket
-    from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
     with open(path, "rb") as file:
-        loop_s, messages = pickle.load(file)  # published as they are: serialized, as a driver's zero-copy bytes
-    rclpy.init()
-    node = rclpy.create_node("bench_driver")
-    qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1000, reliability=ReliabilityPolicy.BEST_EFFORT)
-    publisher = node.create_publisher(EventPacket, "/event_camera/events", qos)
-    deadline = time.monotonic() + 30.0
-    while publisher.get_subscription_count() == 0 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(1.0)  # discovery settles both ways
-    loops = max(1, int(np.ceil(seconds / loop_s)))
-    cpu_start, wall_start = time.process_time(), time.monotonic()
-    lateness, loop_starts = [], []
-    for loop in range(loops):
-        loop_start = wall_start + loop * loop_s
-        loop_starts.append(loop_start)
-        for due, message in messages:
-            due += loop_start
-            delay = due - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-            lateness.append(time.monotonic() - due)
-            publisher.publish(message)
-    wall = time.monotonic() - wall_start
-    cpu = time.process_time() - cpu_start
-    lateness.sort()
-    print(json.dumps(dict(messages=len(lateness), loops=loops, wall_s=wall, cpu_s=cpu, loop_starts=loop_starts,
-                          late_median_ms=1e3 * lateness[len(lateness) // 2], late_max_ms=1e3 * lateness[-1])),
-          flush=True)
-    node.destroy_node()
-    rclpy.shutdown()
+        loop_s, messages = pickle.load(file)
+    print(json.dumps(publish_when_due(EventPacket, "/event_camera/events", messages, loop_s, seconds)), flush=True)
     return 0
 
 
