@@ -78,7 +78,7 @@ def simulate(preset: str, seed: int, end_s: float, camera: str = "davis240c"):
 #: the defaults before issue 24 ("before"), and the defaults with one thing changed
 VARIANTS = {
     "before": (dict(loss="variance", margin_px=8, borrowing=False, max_motion_margins=0.0, pixel_binning=1,
-                    max_window_events=0), 30000),
+                    max_window_events=0, window_motion_px=0.0, min_motion_px=0.0), 30000),
     "default": ({}, None),
     "area_scale1": (dict(loss_options=LossOptions(area_scale_events=1.0)), None),
     "variance": (dict(loss="variance"), None),
@@ -102,6 +102,21 @@ VARIANTS = {
     "motion_conf1": (dict(min_motion_confidence=1.0), None),
     "motion_conf12": (dict(min_motion_confidence=1.2), None),
     "slow6_motion_conf1": (dict(slow_motion_px=6.0, min_motion_confidence=1.0), None),
+    # issue 24, the room's tail: windows sized by the motion (a window reaches back over the previous
+    # windows' events until it spans window_motion_px at the last estimate's median patch speed, at most
+    # 3 windows' span) and patches moving less than min_motion_px over it, and less than
+    # min_relative_speed of the window's median, reported imprecise; "as_cut" = the defaults before
+    "as_cut": (dict(window_motion_px=0.0, min_motion_px=0.0), None),
+    "no_window_motion": (dict(window_motion_px=0.0), None),
+    "no_min_motion": (dict(min_motion_px=0.0), None),
+    "window_motion8": (dict(window_motion_px=8.0), None),
+    "window_motion12": (dict(window_motion_px=12.0), None),
+    "speed_quantile075": (dict(window_speed_quantile=0.75), None),
+    "extension2": (dict(max_window_extension=2.0), None),
+    "min_motion6": (dict(min_motion_px=6.0), None),
+    "min_motion8": (dict(min_motion_px=8.0), None),
+    "relative_speed08": (dict(min_relative_speed=0.8), None),
+    "absolute_motion": (dict(min_relative_speed=0.0), None),
 }
 
 #: the windows' default size (events), as the node's and the commands' default
@@ -128,6 +143,18 @@ def evaluate(recording, settings: OpticalFlowSettings, window_events: int, max_w
     return run.errors, run.ms_per_window, len(windows)
 
 
+def window_motion(errors) -> tuple[float, float]:
+    """(median span of the estimates' windows (ms), median true motion of the valid patches over
+    their window (px)): from each valid patch's endpoint error in px/s, in px over its window and
+    relative (span = px / px/s, motion = px / relative)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        span_s = errors.endpoint_px / errors.endpoint_px_s
+        motion_px = errors.endpoint_px / errors.relative
+    span_s, motion_px = span_s[np.isfinite(span_s)], motion_px[np.isfinite(motion_px)]
+    return (1e3 * float(np.median(span_s)) if span_s.size else float("nan"),
+            float(np.median(motion_px)) if motion_px.size else float("nan"))
+
+
 def confidence_halves(errors) -> tuple[float, float]:
     """Median relative error of the valid patches above and below the median confidence."""
     confidence, relative = errors.confidence, errors.relative
@@ -141,18 +168,19 @@ def confidence_halves(errors) -> tuple[float, float]:
 
 
 HEADER = ("| sequence | variant | windows | valid | median rel. (%) | > 10 % (%) | AEE px | dense valid (%) | "
-          "normal (%), median rel. | conf. top / bottom half median rel. (%) | CPU ms/window |\n"
-          "|---|---|---|---|---|---|---|---|---|---|---|\n")
+          "normal (%), median rel. | conf. top / bottom half median rel. (%) | span ms | motion px | CPU ms/window |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 
 
 def row(sequence: str, variant: str, errors, elapsed, windows: int) -> str:
     top, bottom = confidence_halves(errors)
+    span_ms, motion_px = window_motion(errors)
     normal = (f"{percent(errors.dense_normal_share)}, {percent(np.median(errors.normal_relative))}"
               if len(errors.normal_relative) else f"{percent(errors.dense_normal_share)}")
     return (f"| {sequence} | {variant} | {windows} | {errors.valid} | {percent(errors.median_relative, 2)} | "
             f"{percent(errors.relative_tail_share)} | {errors.average_endpoint_px:.3f} | "
             f"{percent(errors.dense_valid_share)} | {normal} | {percent(top, 2)} / {percent(bottom, 2)} | "
-            f"{np.median(elapsed):.1f} |")
+            f"{span_ms:.1f} | {motion_px:.1f} | {np.median(elapsed):.1f} |")
 
 
 def confidence_rows(sequence: str, errors) -> list[str]:

@@ -15,7 +15,9 @@ node's and ``focus-ros estimate``'s default): :class:`WindowRule` says how long 
 be and how often windows come, :class:`SlotWindowCutter` cuts windows whose duration and
 stride may change from one to the next, thinned with :func:`thin_events` to a budget of
 events that :class:`EventBudget` keeps within the estimator's time; :class:`AdaptiveWindows`
-puts the three together.
+puts the three together. :func:`duration_for_motion_s` is the rule's core (a window holds a
+given motion at the last estimate's speed), which the flow estimator applies too, looking back
+over the windows :class:`RecentEvents` holds.
 """
 
 from __future__ import annotations
@@ -154,6 +156,16 @@ def _thinned_indices(total: int, count: int) -> np.ndarray:
     return ((np.arange(count, dtype=np.int64) * 2 + 1) * total) // (2 * count)
 
 
+def duration_for_motion_s(motion: float, speed: float, longest_s: float) -> float:
+    """How long (s) a window must be to hold ``motion`` at ``speed`` (motion per s, the same unit:
+    rad and rad/s for a rotating camera, px and px/s for optical flow): motion / speed, or
+    ``longest_s`` while there is (nearly) no motion (speed <= 0). The one rule behind the windows
+    sized by the motion (:class:`WindowRule` for the angular velocity, the flow estimator's
+    ``window_motion_px``): the error of a focused image is a fraction of a pixel, the same small
+    fraction of the motion whatever the speed."""
+    return motion / speed if speed > 0 else longest_s
+
+
 @dataclass(frozen=True)
 class WindowRule:
     """How long a window of a rotating camera must be to hold enough to focus, and how often
@@ -205,10 +217,9 @@ class WindowRule:
         if angular_speed_rad_s is None or not np.isfinite(angular_speed_rad_s):
             duration_s = (min(self.cold_events_per_pixel * pixels / event_rate_hz, self.output_period_s)
                           if event_rate_hz else self.output_period_s)
-        elif angular_speed_rad_s > 0:
-            duration_s = np.deg2rad(self.rotation_deg) / angular_speed_rad_s
         else:
-            duration_s = self.max_duration_s
+            duration_s = duration_for_motion_s(np.deg2rad(self.rotation_deg), angular_speed_rad_s,
+                                               self.max_duration_s)
         if event_rate_hz and event_rate_hz > 0:
             duration_s = max(duration_s, self.events_per_pixel * pixels / event_rate_hz)
         return int(round(1e9 * min(max(duration_s, self.min_duration_s), self.max_duration_s)))
@@ -458,3 +469,43 @@ class AdaptiveWindows:
         if self.budget is not None:  # windows come every stride: each may take its share of that
             self.budget.target_s = self.rule.budget_share * self.cutter.stride_ns * 1e-9
         self.cutter.max_events = self.max_events
+
+
+class RecentEvents:
+    """The last windows' events (copies), for an estimator that looks further back than the window
+    it is given (the flow estimator's windows sized by the motion): ``add(window, keep_ns)`` after
+    each window, then ``since(start_ns)``: the held events from start_ns (ns) on, time-ordered.
+    Windows follow each other (not overlapping) and are held back to ``keep_ns`` before the newest
+    event; a window reaching back before the previous one's end (a restart, a bag played again)
+    forgets the older ones. Gaps between windows (windows skipped by a live node that cannot keep
+    up) stay as holes in the span: a focus objective needs no contiguous events, only fewer.
+    Copies: a caller may reuse a window's arrays (the node's estimator process reads windows from
+    a shared slot)."""
+
+    def __init__(self):
+        self._windows: list[Events] = []
+
+    def reset(self) -> None:
+        self._windows = []
+
+    @property
+    def count(self) -> int:
+        """Windows held (the last one added included)."""
+        return len(self._windows)
+
+    def add(self, window: Events, keep_ns: int) -> None:
+        """Hold a time-ordered window (copied); forget what lies more than keep_ns (ns) before its
+        last event, or before a gap."""
+        if not len(window):
+            return
+        first, last = int(window.t[0]), int(window.t[-1])
+        if self._windows and first < int(self._windows[-1].t[-1]):
+            self._windows = []
+        self._windows.append(Events(window.x.copy(), window.y.copy(), window.t.copy(), window.p.copy()))
+        while len(self._windows) > 1 and int(self._windows[0].t[-1]) < last - keep_ns:
+            self._windows.pop(0)
+
+    def since(self, start_ns: int) -> Events:
+        """The held events at or after start_ns (ns), oldest first."""
+        events = Events.concatenate(self._windows) if self._windows else Events.empty()
+        return events[int(np.searchsorted(events.t, start_ns, side="left")):]

@@ -30,6 +30,9 @@ TRUE_FLOW = np.array([120.0, -90.0])
 #: area losses' event scale: the estimator's λ0 = 2 events (FLOW_LOSS_OPTIONS, chosen on the simulated
 #: sequences) counts the dots' thinly hit pixels as half empty, the losses' own default λ0 = 1 does not
 SCENE = {"min_events_per_patch": 100, "loss_options": LossOptions()}
+#: each window as given, no motion bound (defaults since the windows sized by the motion): for the
+#: tests of another option whose premise is the window as cut (test_flow_windows.py tests those)
+AS_CUT = {"window_motion_px": 0.0, "min_motion_px": 0.0}
 
 
 def _tile_stack(rng, count=5, tile=19, signed=False):
@@ -477,8 +480,8 @@ def test_warm_start_narrows_the_margins_and_keeps_the_flow():
     first, later = _two_windows(TRUE_FLOW, TRUE_FLOW)
     results = {}
     for adaptive in (True, False):
-        estimator = OpticalFlowEstimator(WIDTH, HEIGHT, OpticalFlowSettings(**SCENE, adaptive_margin=adaptive,
-                                                                            borrowing=False))
+        estimator = OpticalFlowEstimator(WIDTH, HEIGHT, OpticalFlowSettings(**SCENE, **AS_CUT,
+                                                                            adaptive_margin=adaptive, borrowing=False))
         estimator.estimate(first)
         results[adaptive] = estimator.estimate(later), estimator.objective.patch_margins.copy()
     (narrow, margins), (full, full_margins) = results[True], results[False]
@@ -499,8 +502,8 @@ def test_a_flow_that_outgrows_its_narrowed_margin_is_solved_again_with_the_full_
     first, later = _two_windows(TRUE_FLOW / 3, TRUE_FLOW * 2.5)
     estimates = {}
     for adaptive in (True, False):
-        estimator = OpticalFlowEstimator(WIDTH, HEIGHT, OpticalFlowSettings(**SCENE, adaptive_margin=adaptive,
-                                                                            borrowing=False))
+        estimator = OpticalFlowEstimator(WIDTH, HEIGHT, OpticalFlowSettings(**SCENE, **AS_CUT,
+                                                                            adaptive_margin=adaptive, borrowing=False))
         estimator.estimate(first)
         estimates[adaptive] = estimator.estimate(later)
         assert estimator.margin_retries == int(adaptive)
@@ -663,7 +666,7 @@ def test_slow_patches_are_solved_again_on_a_longer_span():
     windows = [events[k * size:(k + 1) * size] for k in range(3)]
     results = {}
     for slow in (0.0, 4.0):
-        estimator = OpticalFlowEstimator(240, 180, OpticalFlowSettings(slow_motion_px=slow))
+        estimator = OpticalFlowEstimator(240, 180, OpticalFlowSettings(**AS_CUT, slow_motion_px=slow))
         results[slow] = [estimator.estimate(window) for window in windows]
     speed = np.linalg.norm(true_flow)
     for k, (single, longer) in enumerate(zip(results[0.0], results[4.0])):
@@ -675,11 +678,11 @@ def test_slow_patches_are_solved_again_on_a_longer_span():
             continue
         assert np.median(error_longer) < 0.8 * np.median(error_single)
         assert np.mean(error_longer > 0.1 * speed) < 0.5 * np.mean(error_single > 0.1 * speed)
-    estimator = OpticalFlowEstimator(240, 180, OpticalFlowSettings(slow_motion_px=4.0))
+    estimator = OpticalFlowEstimator(240, 180, OpticalFlowSettings(**AS_CUT, slow_motion_px=4.0))
     first = estimator.estimate(windows[0])
     late = windows[2]
     late = Events(late.x, late.y, late.t + 10 * (int(late.t[-1]) - int(late.t[0])), late.p)  # after a gap
-    fresh = OpticalFlowEstimator(240, 180, OpticalFlowSettings(slow_motion_px=4.0))
+    fresh = OpticalFlowEstimator(240, 180, OpticalFlowSettings(**AS_CUT, slow_motion_px=4.0))
     fresh.previous = estimator.previous.copy()
     fresh._previous_end_ns, fresh._previous_duration_ns = estimator._previous_end_ns, estimator._previous_duration_ns
     assert np.isfinite(first.flow).any()
@@ -704,8 +707,8 @@ def test_patches_too_slow_for_their_precision_are_reported_imprecise():
                                Trajectory(ConstantAngularVelocity((0.5, -1.0, 2.0)), 0.12),
                                Calibration.davis240c(), seed=1).simulate()
     ground_truth = from_imu(recording.imu, 0)
-    plain = OpticalFlowEstimator(240, 180, OpticalFlowSettings())
-    strict = OpticalFlowEstimator(240, 180, OpticalFlowSettings(min_motion_confidence=1.0))
+    plain = OpticalFlowEstimator(240, 180, OpticalFlowSettings(**AS_CUT))
+    strict = OpticalFlowEstimator(240, 180, OpticalFlowSettings(**AS_CUT, min_motion_confidence=1.0))
     all_relative, kept_relative, imprecise_speeds, kept_speeds = [], [], [], []
     events = recording.events
     for start, end in build_windows(events.t, 30_000):

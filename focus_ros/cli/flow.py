@@ -67,6 +67,23 @@ def add_flow_arguments(parser) -> None:
                         help="valid patches moving less than this (px over the window) are solved again on "
                              f"{defaults.slow_span_windows:g} windows' span, the previous events prepended "
                              f"(default {defaults.slow_motion_px:g}: never)")
+    parser.add_argument("--window-motion-px", type=float, default=defaults.window_motion_px,
+                        help="windows sized by the motion: a window reaches back over the previous windows' events "
+                             "until it spans this motion (px) at the last estimate's median patch speed, at most "
+                             f"--max-window-extension times its own span (default {defaults.window_motion_px:g}; "
+                             "0: the windows as cut)")
+    parser.add_argument("--max-window-extension", type=float, default=defaults.max_window_extension,
+                        help="the longest window sized by the motion, in spans of the window as cut "
+                             f"(default {defaults.max_window_extension:g})")
+    parser.add_argument("--extended-events-factor", type=float, default=defaults.extended_events_factor,
+                        help="a window sized by the motion is thinned to at most this many times the events of the "
+                             "window as cut (1: about its cost; default 0: all its events)")
+    parser.add_argument("--min-motion-px", type=float, default=defaults.min_motion_px,
+                        help="a valid patch moving less than this over its window (px) is reported invalid, too "
+                             f"slow for its precision (default {defaults.min_motion_px:g})")
+    parser.add_argument("--min-relative-speed", type=float, default=defaults.min_relative_speed,
+                        help="a valid patch slower than this share of the window's median patch speed is reported "
+                             f"invalid, too slow for its precision (default {defaults.min_relative_speed:g})")
     parser.add_argument("--pixel-binning", type=int, default=defaults.pixel_binning,
                         help="events binned b x b before the flow (patch sizes in binned px); default 0 = from the "
                              "sensor: 1 up to 479 px wide, 2 up to 959, 4 up to 1919, and so on")
@@ -91,6 +108,9 @@ def settings_from_flow_arguments(args, **changes):
                                min_borrowing_events=args.min_borrowing_events, borrowing=not args.no_borrowing,
                                smoothing=not args.no_smoothing, min_confidence=args.min_confidence,
                                min_motion_confidence=args.min_motion_confidence, slow_motion_px=args.slow_motion_px,
+                               window_motion_px=args.window_motion_px, max_window_extension=args.max_window_extension,
+                               extended_events_factor=args.extended_events_factor,
+                               min_motion_px=args.min_motion_px, min_relative_speed=args.min_relative_speed,
                                pixel_binning=args.pixel_binning, max_window_events=args.max_window_events,
                                t_ref=args.t_ref, **changes)
 

@@ -45,6 +45,16 @@ ones; their flows are reported valid, flagged ``borrowed`` when they had too few
 aperture patch without a prior keeps its normal flow (``FlowEstimate.normal_flow``, the
 component along its edge's normal, the only one its events determine).
 
+Windows sized by the motion (``window_motion_px``): a window reaches back over the previous
+windows' events (held by ``focus_ros.windows.RecentEvents``) until it spans that motion at the
+last estimate's median patch speed, at most ``max_window_extension`` times its own span: a slow
+scene's windows move more px (the error floor of a fraction of a px becomes a smaller share of the
+flow), a fast one's stay as cut (or are trimmed, ``max_motion_margins``); the estimator, not the
+cutter, sizes them, so the node and ``focus-ros flow``, fed the same windows, agree, and one flow
+comes per window as cut. A valid patch moving less than ``min_motion_px`` over its window, and
+less than ``min_relative_speed`` of the window's median patch, is reported IMPRECISE (slow
+patches near a rotation's fixed point).
+
 Large sensors: a window is thinned to ``max_window_events`` and its events binned
 (``pixel_binning``) before all this; flows and patch centres are reported in raw pixels.
 """
@@ -61,6 +71,9 @@ from focus_ros.events import NANOSECONDS_PER_SECOND, Events
 from focus_ros.losses import LOSSES, LossOptions, get_loss
 from focus_ros.optimize import OptimizerSettings
 from focus_ros.flow.batched_bfgs import minimize_batched
+from focus_ros.flow.neighbours import MIN_AFFINE_FLOWS, borrowing_prior, fill_affine, fill_from_neighbours
+from focus_ros.flow.validity import aperture_ratio, curvature_confidence
+from focus_ros.windows import RecentEvents, duration_for_motion_s, thin_events
 from focus_ros.flow.patches import PatchGrid, PatchObjective
 
 VALID, FEW_EVENTS, FLAT, APERTURE, OUT_OF_RANGE, IMPRECISE = 0, 1, 2, 3, 4, 5
@@ -145,7 +158,13 @@ class OpticalFlowSettings:
     confidence times its motion over the window (``motion_confidence``, px): a slower patch is reported
     IMPRECISE (its relative error would be large); slow_motion_px [0: off]: a valid patch moving less
     than this over the window is solved again on slow_span_windows [3] times the window's span, the
-    previous windows' events prepended (``_slow_again``); min_aperture_ratio [0.15];
+    previous windows' events prepended (``_slow_again``); window_motion_px [10; 0: off]: a window reaches
+    back over the previous windows' events until it spans this motion (px) at the last estimate's
+    window_speed_quantile [0.5: the median] of the patches' speeds, at most max_window_extension [3] times its
+    own span (``_extended``), thinned to at most extended_events_factor [0: all] times the events of
+    the window as cut (1: about the window's cost); min_motion_px [7; 0: off]: a valid patch moving
+    less over its window (px) is IMPRECISE, where it is also slower than min_relative_speed [0.7; 0:
+    everywhere] of the window's median patch (``_min_motion_px``); min_aperture_ratio [0.15];
     warm_start [True]: start from the previous window's flows; warm_fill ["affine": more accurate
     and fewer iterations than the neighbours' mean]: a patch
     without one starts from the affine flow field fitted to the others (``fill_affine``) or
@@ -183,6 +202,12 @@ class OpticalFlowSettings:
     min_motion_confidence: float = 0.0
     slow_motion_px: float = 0.0
     slow_span_windows: float = 3.0
+    window_motion_px: float = 10.0
+    min_motion_px: float = 7.0
+    min_relative_speed: float = 0.7
+    window_speed_quantile: float = 0.5
+    max_window_extension: float = 3.0
+    extended_events_factor: float = 0.0
     min_window_events: int = 1000
     probe_px: float = 1.0
     min_relative_drop: float = 0.02
@@ -253,149 +278,29 @@ class FlowEstimate:
         return confidence.reshape(self.grid.rows, self.grid.columns).astype(np.float32)
 
 
-def aperture_ratio(tiles: np.ndarray, border: int) -> tuple[np.ndarray, np.ndarray]:
-    """Smaller over larger eigenvalue (P,) of each tile's structure tensor
-    sum (I_x, I_y)' (I_x, I_y) over the patch (tiles (P, tile, tile), the sharp IWEs; gradients
-    by the losses' Sobel filter after a 1-px blur): near 0 when all the patch's gradients are
-    parallel (one straight edge: the flow along it is not observable), near 1 for corners and
-    texture. NaN for a tile without gradient. Also the unit major axis (P, 2) (x, y): the edge's
-    normal, the direction in which an aperture patch's flow is observable."""
-    from focus_ros.iwe import gaussian_blur_kernel
-    from focus_ros.losses import filters
-    from focus_ros.flow.patch_losses import GAP_ROWS, tile_filter
-
-    count, tile, _ = tiles.shape
-    stack = np.zeros((count, tile + GAP_ROWS, tile))
-    stack[:, :tile, :] = tiles
-    kernel = gaussian_blur_kernel(1.0)
-    smooth = tile_filter(stack, tile, lambda image: filters.correlate_separable(image, kernel, kernel))
-    inner = (slice(None), slice(border, tile - border), slice(border, tile - border))
-    image_x = tile_filter(smooth, tile, filters.derivative_x)[inner]
-    image_y = tile_filter(smooth, tile, filters.derivative_y)[inner]
-    a_xx = (image_x * image_x).sum(axis=(1, 2))
-    a_yy = (image_y * image_y).sum(axis=(1, 2))
-    a_xy = (image_x * image_y).sum(axis=(1, 2))
-    mean = (a_xx + a_yy) / 2.0
-    radius = np.sqrt(((a_xx - a_yy) / 2.0) ** 2 + a_xy ** 2)
-    angle = 0.5 * np.arctan2(2.0 * a_xy, a_xx - a_yy)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return (mean - radius) / (mean + radius), np.stack([np.cos(angle), np.sin(angle)], axis=1)
-
-
-def fill_from_neighbours(flows: np.ndarray, neighbours: np.ndarray) -> np.ndarray:
-    """Flows (P, 2) with every NaN row replaced by the mean of its known 8-connected neighbours
-    (``PatchGrid.neighbours``), ring after ring outwards until every patch connected to a known
-    one has a value: a patch far from any valid flow gets the flow of the nearest valid ones."""
-    flows = np.array(flows, dtype=np.float64, copy=True)
-    exists = neighbours >= 0
-    missing = ~np.isfinite(flows[:, 0])
-    while missing.any():
-        neighbour_flows = np.where(exists[..., None], flows[np.maximum(neighbours, 0)], np.nan)
-        known = np.isfinite(neighbour_flows[..., 0])
-        known_count = known.sum(axis=1)
-        fillable = missing & (known_count > 0)
-        if not fillable.any():
-            break
-        total = np.where(known[..., None], neighbour_flows, 0.0).sum(axis=1)
-        flows[fillable] = total[fillable] / known_count[fillable, None]
-        missing &= ~fillable
-    return flows
-
-
-#: the affine fill needs at least this many known flows (3 parameters per component, and spares)
-MIN_AFFINE_FLOWS = 8
-
-
-def fill_affine(flows: np.ndarray, centers: np.ndarray, neighbours: np.ndarray) -> np.ndarray:
-    """Flows (P, 2) px/s with every NaN row replaced by the affine flow field
-    v(x, y) = a + B (x, y) fitted by least squares to the known rows at their patch centres
-    (P, 2) px, refitted once without the known flows more than 3 median residuals off (wrong
-    previous flows); ``fill_from_neighbours`` when fewer than ``MIN_AFFINE_FLOWS`` are known.
-    A camera's rotation gives a nearly affine field over a DAVIS-sized sensor (rotation about the
-    optical axis: linear in x, y; about x, y: nearly constant), which one patch's neighbours
-    alone do not extrapolate."""
-    flows = np.array(flows, dtype=np.float64, copy=True)
-    known = np.isfinite(flows).all(axis=1)
-    if known.sum() < MIN_AFFINE_FLOWS:
-        return fill_from_neighbours(flows, neighbours)
-    design = np.column_stack([np.ones(len(centers)), centers[:, 0], centers[:, 1]])
-    coefficients = np.linalg.lstsq(design[known], flows[known], rcond=None)[0]
-    residual = np.linalg.norm(design[known] @ coefficients - flows[known], axis=1)
-    inliers = residual <= 3.0 * np.median(residual)
-    if MIN_AFFINE_FLOWS <= inliers.sum() < known.sum():
-        coefficients = np.linalg.lstsq(design[known][inliers], flows[known][inliers], rcond=None)[0]
-    flows[~known] = design[~known] @ coefficients
-    return flows
-
-
-def curvature_confidence(score, along_x, along_y, diagonal, events=1) -> np.ndarray:
-    """Confidence (P,) >= 0 of each patch from the curvature of its focus score at the maximum:
-    the score's drop, relative to the score, for a move of one probe length in the direction in
-    which it drops least (the smaller eigenvalue of minus the Hessian times probe² / 2 / |score|),
-    times the square root of the patch's events (P,). Why both: the flow's standard error is
-    about the score's noise over its curvature, and with n events the relative noise of a sum of
-    n terms falls as 1 / sqrt(n), so sqrt(n) times the relative curvature grows as the inverse of
-    the error. Inputs: score (P,) at the maximum u, along_x = (score(u + p e_x), score(u - p e_x)),
-    along_y likewise, diagonal = score(u + p (e_x + e_y)). Near 0 for a flat landscape or a ridge
-    (one edge: the flow along it is not determined); larger for a sharp, isolated maximum."""
-    drop_xx = 2.0 * score - along_x[0] - along_x[1]  # -H_xx p^2
-    drop_yy = 2.0 * score - along_y[0] - along_y[1]
-    drop_xy = -(diagonal - along_x[0] - along_y[0] + score)  # -H_xy p^2 (forward differences)
-    mean = (drop_xx + drop_yy) / 2.0
-    radius = np.sqrt(((drop_xx - drop_yy) / 2.0) ** 2 + drop_xy ** 2)
-    magnitude = np.where(np.abs(score) > 0, np.abs(score), 1.0)
-    return np.maximum((mean - radius) / 2.0 / magnitude, 0.0) * np.sqrt(events)
-
-
-#: the borrowing prior's neighbourhood: patches within this many grid steps (a 5 x 5 block)
-PRIOR_RADIUS = 2
-
-
-def borrowing_prior(flows: np.ndarray, rows: int, columns: int, min_known: int = 3) -> np.ndarray:
-    """Per patch, the flow (P, 2) px/s its neighbours' flows predict at its centre: the affine
-    field v = a + B d fitted by least squares to the finite flows (P, 2, patch p = row * columns +
-    column) of the patches within ``PRIOR_RADIUS`` grid steps d (the patch itself left out),
-    their mean where the fit is degenerate (all in a line), NaN where fewer than ``min_known``
-    are finite. A smooth flow field (a rotation, a distant scene) is nearly affine over a few
-    patches; the mean of one-sided neighbours would be off by the field's slope."""
-    image = flows.reshape(rows, columns, 2)
-    radius = PRIOR_RADIUS
-    padded = np.full((rows + 2 * radius, columns + 2 * radius, 2), np.nan)
-    padded[radius:radius + rows, radius:radius + columns] = image
-    sums = np.zeros((rows, columns, 3, 3))
-    right = np.zeros((rows, columns, 3, 2))
-    count = np.zeros((rows, columns))
-    total = np.zeros((rows, columns, 2))
-    for dy in range(-radius, radius + 1):
-        for dx in range(-radius, radius + 1):
-            if dx == 0 and dy == 0:
-                continue
-            shifted = padded[radius + dy:radius + dy + rows, radius + dx:radius + dx + columns]
-            known = np.isfinite(shifted).all(axis=2)
-            value = np.where(known[..., None], shifted, 0.0)
-            basis = np.array([1.0, dx, dy])
-            sums += known[..., None, None] * np.outer(basis, basis)
-            right += basis[None, None, :, None] * value[:, :, None, :]
-            count += known
-            total += value
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = total / count[..., None]
-    determinant = np.linalg.det(sums)
-    solvable = (count >= min_known) & (determinant > 1e-6 * np.maximum(count, 1) ** 3)
-    prior = np.where((count >= min_known)[..., None], mean, np.nan)
-    if solvable.any():
-        prior[solvable] = np.linalg.solve(sums[solvable], right[solvable])[:, 0, :]
-    return prior.reshape(-1, 2)
-
-
 def motion_confidence(estimate: FlowEstimate) -> np.ndarray:
     """(P,) the confidence of each patch (``curvature_confidence``) times its motion over the
     window (|v| T, px): the flow's relative precision. The confidence falls as the flow's error in
     px over the window grows; divided by the motion, that error is the relative error |dv| / |v|:
     a slow patch (near the fixed point of a rotation) moves too few px over a window sized for the
     fast ones to be measured to a few %. NaN where the flow is invalid."""
-    motion_px = np.linalg.norm(estimate.flow, axis=1) * estimate.duration_s
-    return np.asarray(estimate.confidence, dtype=np.float64) * motion_px
+    return np.asarray(estimate.confidence, dtype=np.float64) * window_motion_px(estimate)
+
+
+def window_motion_px(estimate: FlowEstimate) -> np.ndarray:
+    """(P,) each patch's motion over its window, |v| T (px; NaN where the flow is invalid)."""
+    return np.linalg.norm(estimate.flow, axis=1) * estimate.duration_s
+
+
+def window_speed_px_s(flows: np.ndarray | None, quantile: float) -> float | None:
+    """The speed (px/s) that sizes the next window (``OpticalFlowSettings.window_motion_px``): the
+    ``quantile`` of the finite flows' (P, 2) px/s speeds (the median, 0.5: the typical patch's; a
+    higher one follows the fast patches), None when there is none."""
+    if flows is None:
+        return None
+    speeds = np.linalg.norm(flows, axis=1)
+    speeds = speeds[np.isfinite(speeds)]
+    return float(np.quantile(speeds, quantile)) if speeds.size else None
 
 
 def _take(estimate: FlowEstimate, other: FlowEstimate, rows: np.ndarray) -> None:
@@ -428,6 +333,16 @@ class OpticalFlowEstimator:
             value = getattr(settings, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be a number >= 0, got {value}")
+        for name in ("window_motion_px", "min_motion_px", "extended_events_factor"):
+            value = getattr(settings, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be a number >= 0, got {value}")
+        if not (math.isfinite(settings.max_window_extension) and settings.max_window_extension >= 1):
+            raise ValueError(f"max_window_extension must be at least 1 (spans of the window), got "
+                             f"{settings.max_window_extension}")
+        for name in ("window_speed_quantile", "min_relative_speed"):
+            if not 0 <= getattr(settings, name) <= 1:
+                raise ValueError(f"{name} must be in [0, 1], got {getattr(settings, name)}")
         if settings.min_borrowing_events < 1:
             raise ValueError(f"min_borrowing_events must be at least 1, got {settings.min_borrowing_events}")
         if settings.pixel_binning < 0 or (settings.max_window_events or 0) < 0:
@@ -463,6 +378,7 @@ class OpticalFlowEstimator:
             self._coarser.is_coarse_level = True
         #: a coarser pyramid level (its flows only start the finer level: no validity checks)
         self.is_coarse_level = False
+        self._recent = RecentEvents()
         self.reset()
 
     def reset(self) -> None:
@@ -472,7 +388,7 @@ class OpticalFlowEstimator:
         self.margin_retries = 0
         self._previous_end_ns: int | None = None
         self._previous_duration_ns = 0
-        self._history: list = []  # the previous windows' events (binned), for ``_slow_again``
+        self._recent.reset()  # the last windows' events (binned): ``_extended``, ``_slow_again``
         if self._coarser is not None:
             self._coarser.reset()
 
@@ -519,8 +435,6 @@ class OpticalFlowEstimator:
     def estimate(self, events: Events) -> FlowEstimate:
         """The flow of every patch for one window of time-ordered events (raw pixels): thinned to
         ``max_window_events``, binned (``binning``), estimated, reported in raw pixels."""
-        from focus_ros.windows import thin_events
-
         if self.max_window_events and len(events) > self.max_window_events:
             events = thin_events(events, self.max_window_events)
         binning = self.binning
@@ -543,6 +457,7 @@ class OpticalFlowEstimator:
             return FlowEstimate(0, 0.0, grid.centers, nan2, np.zeros(count, dtype=np.int64), np.full(count, np.nan),
                                 np.full(count, FEW_EVENTS), np.zeros(count, dtype=np.int64), 0, grid)
         warm = self._warm_flows(events)
+        events = self._extended(events, warm)
         events = self._trimmed(events, warm)
         t_ref_ns = reference_time_ns(events, settings.t_ref)
         span_ns = int(events.t[-1]) - int(events.t[0])
@@ -570,9 +485,11 @@ class OpticalFlowEstimator:
         self._previous_duration_ns = span_ns
         flow = estimate.flow
         self.previous = flow.copy() if np.isfinite(flow).any() else None
-        if settings.min_motion_confidence > 0 and not self.is_coarse_level:
+        if ((settings.min_motion_confidence > 0 or settings.min_motion_px > 0) and not self.is_coarse_level
+                and estimate.valid.any()):
             # after the warm start is kept: an imprecise flow is still the best start for the next window
             imprecise = estimate.valid & (motion_confidence(estimate) < settings.min_motion_confidence)
+            imprecise |= estimate.valid & (window_motion_px(estimate) < self._min_motion_px(estimate))
             estimate.reason[imprecise] = IMPRECISE
             estimate.flow[imprecise] = np.nan
             estimate.borrowed &= ~imprecise
@@ -599,6 +516,48 @@ class OpticalFlowEstimator:
         first, last = np.searchsorted(events.t, [middle - keep_ns / 2, middle + keep_ns / 2])
         return events[int(first):int(last)]
 
+    def _min_motion_px(self, estimate: FlowEstimate) -> float:
+        """The least motion (px over the window) a valid patch must show: ``min_motion_px``, or less
+        where the window's median patch moves less than min_motion_px / ``min_relative_speed``
+        (then that share of the median): slower patches are IMPRECISE. Why both: an error floor of a
+        fraction of a px is over 10 % of a slow patch's flow (near a rotation's fixed point) while
+        the window, sized for the typical patch, holds a good motion for the others; a scene that is
+        slow everywhere (the window at its longest) keeps its flows."""
+        settings = self.settings
+        if settings.min_relative_speed <= 0:
+            return settings.min_motion_px
+        median_px = float(np.median(window_motion_px(estimate)[estimate.valid]))
+        return min(settings.min_motion_px, settings.min_relative_speed * median_px)
+
+    def _extended(self, events: Events, warm) -> Events:
+        """The window, or with ``window_motion_px`` the window reaching back over the previous
+        windows' events (``RecentEvents``) far enough to span that motion at the last estimate's
+        speed (``window_speed_px_s``), at most ``max_window_extension`` times its own span
+        (``focus_ros.windows.duration_for_motion_s``, the angular velocity's window rule). Why: the
+        error of a patch's flow has a floor of a fraction of a px over the window; a slow scene's
+        window, cut by a number of events, moves too few px for a small relative error. A fast one
+        keeps its window (``_trimmed`` may cut it). The node and ``focus-ros flow`` feed the same
+        windows: the same extended ones; the output rate is the windows'."""
+        settings = self.settings
+        if self.is_coarse_level or (settings.window_motion_px <= 0 and settings.slow_motion_px <= 0):
+            return events
+        span_ns = int(events.t[-1]) - int(events.t[0])
+        span_factor = max(settings.max_window_extension if settings.window_motion_px > 0 else 1.0,
+                          settings.slow_span_windows if settings.slow_motion_px > 0 else 1.0)
+        self._recent.add(events, int(span_factor * span_ns) + span_ns)
+        speed = window_speed_px_s(self.previous, settings.window_speed_quantile) if warm is not None else None
+        if settings.window_motion_px <= 0 or speed is None or span_ns <= 0:
+            return events
+        longest_s = settings.max_window_extension * span_ns / NANOSECONDS_PER_SECOND
+        wanted_ns = int(NANOSECONDS_PER_SECOND * min(duration_for_motion_s(settings.window_motion_px, speed, longest_s),
+                                                     longest_s))
+        if wanted_ns <= span_ns:
+            return events
+        extended = self._recent.since(int(events.t[-1]) - wanted_ns)
+        if settings.extended_events_factor > 0:  # the cost of a window as cut, or a bounded multiple
+            extended = thin_events(extended, max(len(events), int(settings.extended_events_factor * len(events))))
+        return extended
+
     def _slow_again(self, estimate: FlowEstimate, events: Events, t_ref_ns: int, span_ns: int) -> None:
         """Solve the valid patches moving less than ``slow_motion_px`` over the window again on a
         span ``slow_span_windows`` times the window's, with the same reference time: the previous
@@ -606,21 +565,15 @@ class OpticalFlowEstimator:
         one (near a rotation's fixed point) too few px for its speed to be measured to a few %; over
         the longer span it moves more and holds more events. Kept where that solve is valid."""
         settings = self.settings
-        history = [batch for batch in self._history if len(batch)]
-        # copies: a caller may reuse the window's arrays (the node's estimator process: a shared slot)
-        self._history = history + [Events(events.x.copy(), events.y.copy(), events.t.copy(), events.p.copy())]
+        if self._recent.count < 2:
+            return  # no past: the first window, or after a restart
         start_ns = t_ref_ns - int((settings.slow_span_windows - 0.5) * span_ns)
-        while len(self._history) > 1 and int(self._history[1].t[0]) <= start_ns:
-            self._history.pop(0)
-        if not history or int(events.t[0]) - int(history[-1].t[-1]) > span_ns // 2:
-            self._history = self._history[-1:]  # a gap: no contiguous past
-            return
         motion = np.linalg.norm(estimate.flow, axis=1) * span_ns / NANOSECONDS_PER_SECOND
         slow = estimate.valid & (motion < settings.slow_motion_px)
         if not slow.any() or span_ns <= 0:
             return
-        longer = Events.concatenate(history + [events])
-        longer = longer[int(np.searchsorted(longer.t, start_ns)):]
+        longer = self._recent.since(start_ns)
+        longer = longer[:int(np.searchsorted(longer.t, int(events.t[-1]), side="right"))]
         longer_span_ns = int(longer.t[-1]) - int(longer.t[0])
         reach = max(t_ref_ns - int(longer.t[0]), int(longer.t[-1]) - t_ref_ns) / max(longer_span_ns, 1)
         self._span_s = longer_span_ns / NANOSECONDS_PER_SECOND

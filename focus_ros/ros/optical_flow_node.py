@@ -6,7 +6,10 @@ size: flow is in pixels of the raw image, the intrinsics are not used). Per wind
 ``window_events`` events (or ``window_duration_s``) the image is split into square patches of
 ``patch_size_px`` px every ``patch_stride_px`` px, and every patch gets the flow maximising the
 focus loss of its events (:class:`~focus_ros.estimators.optical_flow.OpticalFlowEstimator`, the
-same as ``focus-ros flow``). Publishes
+same as ``focus-ros flow``). With ``window_motion_px`` (default 10) a slow scene's window reaches
+back over the previous windows' events until it spans that motion at the last estimate's median
+patch speed (at most ``max_window_extension`` windows' span; the estimator keeps those events, so
+the output rate stays one flow per window); a fast one keeps its window. Publishes
 
 - ``optical_flow`` (sensor_msgs/Image, encoding ``32FC2``): one pixel per patch, rows x columns
   = the patch grid (``rows = (height / b - size) // stride + 1``, likewise columns, b =
@@ -26,7 +29,8 @@ same as ``focus-ros flow``). Publishes
 - ``/diagnostics``: the input's counters, windows processed and dropped, latency, processing
   time, share of valid patches, and why the others are invalid (last window, patches with events:
   ``patches_valid``, ``patches_few_events``, ``patches_flat``, ``patches_aperture``,
-  ``patches_out_of_range``, ``patches_imprecise`` with ``min_motion_confidence``; of the valid ones
+  ``patches_out_of_range``, ``patches_imprecise``: too slow for their precision, ``min_motion_px`` /
+  ``min_motion_confidence``; of the valid ones
   ``patches_borrowed``, solved with their neighbours' prior; ``patches_normal_flow``: aperture
   patches with a normal flow only), ``window_events`` (the window size in use, 0 with durations),
   ``pixel_binning`` and ``max_window_events`` (the thinning bound in use).
@@ -106,6 +110,18 @@ PARAMETERS = {
     "slow_motion_px": (DEFAULTS.slow_motion_px, "valid patches moving less than this (px over the window) are "
                        "solved again on 3 windows' span (previous events prepended); 0 = never",
                        {"float_range": (0.0, 100.0)}),
+    "window_motion_px": (DEFAULTS.window_motion_px, "windows sized by the motion: a window reaches back over the "
+                         "previous windows' events until it spans this motion (px) at the last estimate's median "
+                         "patch speed; 0 = the windows as cut", {"float_range": (0.0, 1000.0)}),
+    "max_window_extension": (DEFAULTS.max_window_extension, "the longest window sized by the motion, in spans of "
+                             "the window as cut", {"float_range": (1.0, 100.0)}),
+    "extended_events_factor": (DEFAULTS.extended_events_factor, "a window sized by the motion is thinned to at most "
+                               "this many times the events of the window as cut (1: about its cost); 0 = all",
+                               {"float_range": (0.0, 100.0)}),
+    "min_motion_px": (DEFAULTS.min_motion_px, "a valid patch moving less than this over its window (px) is invalid "
+                      "(too slow for its precision)", {"float_range": (0.0, 1000.0)}),
+    "min_relative_speed": (DEFAULTS.min_relative_speed, "a valid patch slower than this share of the window's "
+                           "median patch speed is invalid (too slow for its precision)", {"float_range": (0.0, 1.0)}),
     "min_aperture_ratio": (DEFAULTS.min_aperture_ratio, "structure-tensor eigenvalue ratio below which a patch "
                            "is an aperture case (invalid)", {"float_range": (0.0, 0.99)}),
     "blur_sigma_px": (-1.0, "IWE blur (px, at most 1); -1 = the loss's default (1 px spatial losses, else 0)",
@@ -118,8 +134,9 @@ PARAMETERS = {
 }
 ESTIMATOR_PARAMETERS = ("loss", "use_polarity", "margin_px", "pyramid_patch_sizes", "min_events_per_patch",
                         "borrowing", "min_borrowing_events", "max_window_events", "smoothing", "min_confidence",
-                        "min_motion_confidence", "slow_motion_px", "min_aperture_ratio", "blur_sigma_px",
-                        "reference_time")
+                        "min_motion_confidence", "slow_motion_px", "window_motion_px", "max_window_extension",
+                        "extended_events_factor", "min_motion_px", "min_relative_speed", "min_aperture_ratio",
+                        "blur_sigma_px", "reference_time")
 
 
 def float_image_message(data: np.ndarray, stamp, frame_id: str) -> Image:
@@ -196,6 +213,10 @@ class OpticalFlowNode(EstimatingNode):
                                    smoothing=value("smoothing"), min_confidence=value("min_confidence"),
                                    min_motion_confidence=value("min_motion_confidence"),
                                    slow_motion_px=value("slow_motion_px"),
+                                   window_motion_px=value("window_motion_px"),
+                                   max_window_extension=value("max_window_extension"),
+                                   extended_events_factor=value("extended_events_factor"),
+                                   min_motion_px=value("min_motion_px"), min_relative_speed=value("min_relative_speed"),
                                    pixel_binning=value("pixel_binning"),
                                    max_window_events=None if value("max_window_events") < 0
                                    else value("max_window_events"),
@@ -242,6 +263,9 @@ class OpticalFlowNode(EstimatingNode):
         self._runner.clear_pending()
         self._runner.configure(self._calibration, settings)
         window = f"{duration:g}-s windows" if duration > 0 else f"windows of {window_events} events"
+        if settings.window_motion_px > 0:
+            window += (f" reaching back up to {settings.max_window_extension:g}x to span "
+                       f"{settings.window_motion_px:g} px at the median patch speed")
         self._stats["window_events"] = 0 if duration > 0 else window_events
         self._stats["pixel_binning"] = estimator.binning
         self._stats["max_window_events"] = estimator.max_window_events
