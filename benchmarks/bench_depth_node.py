@@ -33,6 +33,13 @@ process``: ``estimator_process:=true``, the default) and in a thread of the node
         [--keyframe-events parallax] [--runs 3] [--estimator process]
 
 (the issue-25 targets: every keyframe at 1 and 3 Mev/s on a DAVIS346, worst latency <= 1 s)
+
+    .venv/bin/python benchmarks/bench_depth_node.py --map-cost [--camera davis346]
+
+times instead the fused map's update per keyframe in the node (focus_ros.depth.fusion.FusedMap:
+add one keyframe's points, then the points to publish) with 30 k, 100 k and 300 k points held
+(300 k: the node's default bound, map_max_points), keyframes of 10,000 points spread over the
+camera's view at 1-4 m, the camera moving 1 cm per keyframe; median and range of 20 keyframes.
 """
 
 from __future__ import annotations
@@ -80,6 +87,7 @@ def parse_arguments(argv=None):
                         help="where the node runs the estimator: process (estimator_process true, the default) "
                              "or thread (false); each given one is measured")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/focus_ros_bench_depth"))
+    parser.add_argument("--map-cost", action="store_true", help="time the fused map's update per keyframe only")
     parser.add_argument("--parameters", nargs="*", default=[], metavar="NAME:=VALUE",
                         help="more depth_node parameters, e.g. planes:=50")
     return parser.parse_args(argv)
@@ -318,8 +326,48 @@ def _report_values(reports, key):
                     yield float(kv.value)
 
 
+def map_cost(camera: str, keyframe_points: int = 10_000, keyframes: int = 20) -> None:
+    """Print the fused map's update time per keyframe (ms) with 30 k, 100 k and 300 k points held."""
+    from focus_ros.camera import SENSORS
+    from focus_ros.depth.fusion import MAP_MAX_POINTS, FusedMap
+
+    lens = SENSORS[camera].lens
+    rng = np.random.default_rng(0)
+
+    def keyframe(index):
+        u, v = rng.uniform(0, lens.width, keyframe_points), rng.uniform(0, lens.height, keyframe_points)
+        z = rng.uniform(1.0, 4.0, keyframe_points)
+        pose = np.eye(4)
+        pose[0, 3] = 0.01 * index
+        points = np.stack([(u - lens.cx) / lens.fx * z + pose[0, 3], (v - lens.cy) / lens.fy * z, z], axis=1)
+        return points.astype(np.float32), pose
+
+    print(f"| points held | ms per keyframe: add + points, median (range) over {keyframes} | points published |")
+    print("|---|---|---|")
+    for held in (30_000, 100_000, MAP_MAX_POINTS):
+        fused = FusedMap(max_points=held)
+        index = 0
+        while len(fused) < held:
+            fused.add(*keyframe(index), 1.0 / lens.fx)
+            index += 1
+        times = []
+        for _ in range(keyframes):
+            points, pose = keyframe(index)
+            index += 1
+            started = time.perf_counter()
+            fused.add(points, pose, 1.0 / lens.fx)
+            published = fused.points()[0]
+            times.append(1e3 * (time.perf_counter() - started))
+        print(f"| {held:,} | {statistics.median(times):.1f} ({min(times):.1f}-{max(times):.1f}) | {len(published):,} |")
+
+
 def main(argv=None) -> int:
     args = parse_arguments(argv)
+    if args.map_cost:
+        print(f"the fused map on a {args.camera}; machine: {os.cpu_count()} cores, load average "
+              f"{os.getloadavg()[0]:.1f} at start")
+        map_cost(args.camera)
+        return 0
     args.workdir.mkdir(parents=True, exist_ok=True)
     data = recording_data(args.sequence, args.camera, args.duration, args.workdir)
     span_s = (data['t'][-1] - data['t'][0]) / 1e9

@@ -1,7 +1,8 @@
-"""Accuracy against density of the depth estimator's selection rules, on simulated sequences.
+"""Accuracy against density of the depth estimator's selection rules, its focus losses and the
+fused map, on simulated sequences (6-DoF and the slider).
 
     .venv/bin/python benchmarks/eval_depth_selection.py [--sequences slider,six_dof,six_dof_near]
-        [--baseline-fraction 0.1] [--output /tmp/depth_selection]
+        [--baseline-fraction 0.05] [--planes 100] [--losses all | NAME,NAME | none] [--no-rules]
 
 For every sequence (benchmarks/depth_sequences.py: 3 s each, cached after the first run) the
 stream is cut into keyframes as ``focus-ros depth`` cuts it by default (by parallax: the camera
@@ -14,6 +15,16 @@ the published points against the simulator's depth map (a point on a depth edge 
 right for either side, as in focus_ros.evaluation.depth). Prints Markdown tables (one per
 sequence): points per 3 s, median and share within 5 % / 10 % of the relative error, and
 the max-vote baseline at the same density (its most confident points, as many per keyframe).
+
+The fused map (focus_ros.depth.fusion.FusedMap) is fed the points a rule offers it (the
+default rules with ``map_support_neighbours`` neighbours instead of ``support_neighbours``),
+keyframe after keyframe; its points are the keyframes' own, each judged in its keyframe's view.
+
+``--losses``: the same keyframes and DSIs, every focus loss the depth estimator supports without
+polarity (the default; focus_ros.depth.focus.PATCH_LOSSES less the two that need it; ``all``)
+or those named, each with the default rules:
+its cloud, max vote at the same density, the focus + peaks + selection time per keyframe (the
+DSI, shared by every loss, beside it), and the fused map of its points with the defaults.
 """
 
 from __future__ import annotations
@@ -31,7 +42,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import depth_sequences  # noqa: E402
-from focus_ros.depth.fusion import VoxelMap  # noqa: E402
+from focus_ros.depth.focus import MAX_VOTE, PATCH_LOSSES, check_patch_loss  # noqa: E402
+from focus_ros.depth.fusion import MAP_DEPTH_TOLERANCE, MAP_MIN_KEYFRAMES, FusedMap  # noqa: E402
 from focus_ros.depth.semidense import adaptive_threshold_mask, back_project, median_filter_depth  # noqa: E402
 from focus_ros.estimators.depth import (KEYFRAME_BASELINE_FRACTION, DepthEstimator, DepthSettings,  # noqa: E402
                                        KeyframeSelector)
@@ -43,8 +55,8 @@ from focus_ros.sources.depth_maps import DepthGroundTruth  # noqa: E402
 BASE = DepthSettings()
 #: every rule off (the adaptive threshold alone, EMVS's); each rule below switches some on
 NO_RULES = dict(min_confidence_rank=0.0, min_contrast=0.0, max_rival_ratio=1.0, border_planes=0, support_neighbours=0)
-MAP_SETTINGS = ((0.005, 2), (0.01, 1), (0.01, 2), (0.01, 3))
 DEFAULT_RULE = {name: getattr(BASE, name) for name in NO_RULES}
+DEFAULT_NAME = "contrast 1 + rival 0.5 + border 2 + support 5 (default)"
 
 
 def _rule(contrast=0.0, rival=1.0, border=0, support=0) -> dict:
@@ -65,17 +77,23 @@ RULES = {
     "adaptive + support 5": _rule(support=5),
     "contrast 2 + rival 0.7 + border 2": _rule(2.0, 0.7, 2),
     "contrast 2 + rival 0.7 + border 2 + support 3": _rule(2.0, 0.7, 2, 3),
+    "contrast 1 + rival 0.5 + border 2 + support 2": _rule(1.0, 0.5, 2, 2),
     "contrast 1 + rival 0.5 + border 2 + support 3": _rule(1.0, 0.5, 2, 3),
     "contrast 1 + rival 0.7 + border 2 + support 5": _rule(1.0, 0.7, 2, 5),
     "rival 0.5 + border 2 + support 5": _rule(0.0, 0.5, 2, 5),
     "contrast 2 + rival 0.5 + border 2 + support 5": _rule(2.0, 0.5, 2, 5),
     "contrast 1 + rival 0.5 + border 2 + support 7": _rule(1.0, 0.5, 2, 7),
-    "contrast 1 + rival 0.5 + border 2 + support 5 (default)": DEFAULT_RULE,
+    DEFAULT_NAME: DEFAULT_RULE,
 }
 
-#: the rules whose clouds are also fused into maps
-MAP_RULES = ("contrast 1 + rival 0.5 + border 2 + support 5 (default)", "contrast 2 + rival 0.7 + border 2 + support 3",
-             "adaptive + support 5")
+#: the fused map's rows: (rule whose points the map is offered, agreement as a share of the depth,
+#: keyframes that must agree); the first rule is the default's map_support_neighbours
+MAP_RULES = ("contrast 1 + rival 0.5 + border 2 + support 2", "contrast 1 + rival 0.5 + border 2 + support 3",
+             DEFAULT_NAME)
+MAP_SETTINGS = tuple((rule, tolerance, min_keyframes) for rule in MAP_RULES for tolerance in (0.01, 0.015, 0.02)
+                     for min_keyframes in (2, 3))
+#: the points the defaults offer the map: the default rules with map_support_neighbours
+MAP_CANDIDATES = {**DEFAULT_RULE, "support_neighbours": BASE.map_support_neighbours}
 
 
 def keyframes_of(recording, settings: DepthSettings, baseline_fraction: float):
@@ -110,87 +128,162 @@ def select_before(features, settings):
     return mask, median_filter_depth(features.depth_m, mask, settings.median_filter_px)
 
 
-def evaluate_sequence(name: str, baseline_fraction: float, settings: DepthSettings):
+def published_errors(mask, depth, reference) -> np.ndarray:
+    """Relative errors of the published pixels (mask & finite depth) against the reference truth."""
+    rows, columns = np.nonzero(mask & np.isfinite(depth))
+    return relative_errors(depth[rows, columns], np.stack([columns, rows], axis=1), reference)[0]
+
+
+def max_vote_errors(votes, count: int, reference, settings) -> np.ndarray:
+    """Max vote at the same density: EMVS's most confident `count` pixels, median-filtered as EMVS does."""
+    peaked = votes.observed & (votes.confidence > 0)
+    order = np.argsort(-np.where(peaked, votes.confidence, -np.inf), axis=None)[:count]
+    mask = np.zeros(peaked.shape, bool)
+    mask.flat[order] = True
+    mask &= peaked
+    return published_errors(mask, median_filter_depth(votes.depth_m, mask, settings.median_filter_px), reference)
+
+
+def fused(clouds, errors, depth_tolerance: float, min_keyframes: int):
+    """(points kept, their errors) of a FusedMap fed the clouds [(points, world_from_camera, pixel_rad)]
+    in order; errors: each cloud's point errors in its own keyframe's view, concatenated."""
+    fused_map = FusedMap(depth_tolerance, min_keyframes, max_points=100_000_000)
+    for points, pose, pixel_rad in clouds:
+        fused_map.add(points, pose, pixel_rad)
+    kept = fused_map.support() >= min_keyframes
+    return int(kept.sum()), errors[kept]
+
+
+def evaluate_sequence(name: str, baseline_fraction: float, settings: DepthSettings, losses=(), rules=True):
     recording = depth_sequences.load(name)
     calibration = recording.calibration
+    pixel_rad = 1.0 / calibration.fx
     duration_s = (recording.events.t[-1] - recording.events.t[0]) / 1e9
     keyframes, trajectory, truth = keyframes_of(recording, settings, baseline_fraction)
     estimator = DepthEstimator(calibration, settings)
-    per_rule = {rule: [] for rule in RULES}
-    baseline = {rule: [] for rule in RULES}
-    seconds = []
-    clouds = {rule: [] for rule in MAP_RULES}  # rule -> [(points_world, t_ref_ns)], for the fused map
+    rule_names = list(RULES) if rules else []
+    per_rule = {rule: [] for rule in rule_names}
+    baseline = {rule: [] for rule in rule_names}
+    seconds, dsi_seconds = [], []
+    clouds = {rule: [] for rule in MAP_RULES}  # rule -> [(points_world, pose, pixel_rad)] for the map
+    cloud_errors = {rule: [] for rule in MAP_RULES}
+    per_loss = {loss: dict(errors=[], baseline=[], seconds=[], clouds=[], cloud_errors=[]) for loss in losses}
     for events, t_ref, index in keyframes:
         started = time.perf_counter()
         keyframe = estimator.estimate(events, trajectory, t_ref)
         seconds.append(time.perf_counter() - started)
+        dsi_seconds.append(keyframe.timing_s.get("dsi", np.nan))
         if keyframe.warning:
             print(f"  {name}: keyframe at {t_ref / 1e9:.2f} s: {keyframe.warning}", file=sys.stderr)
             continue
-        focus = estimator.focus_features(estimator.dsi)
+        pose = estimator.dsi.world_from_reference
         votes = estimator.focus_features(estimator.dsi, method="max_vote")
         reference = ground_truth_on_reference_grid(truth.depth_m[index], calibration)
-        for rule, changes in RULES.items():
+        focus = estimator.focus_features(estimator.dsi)
+        for rule in rule_names:
+            changes = RULES[rule]
             if changes is None:
                 mask, depth = select_before(focus, settings)
             else:
                 mask, depth = estimator.select(focus, replace(settings, **{**NO_RULES, **changes}))
-            rows, columns = np.nonzero(mask & np.isfinite(depth))
-            pixels = np.stack([columns, rows], axis=1)
-            errors, _ = relative_errors(depth[rows, columns], pixels, reference)
+            errors = published_errors(mask, depth, reference)
             per_rule[rule].append(errors)
-            if rule in MAP_RULES:
-                points, _ = back_project(depth, calibration, estimator.dsi.world_from_reference)
-                clouds[rule].append((points, t_ref))
-            # max vote at the same density: its most confident pixels, as many, median-filtered as EMVS does
-            peaked = votes.observed & (votes.confidence > 0)
-            order = np.argsort(-np.where(peaked, votes.confidence, -np.inf), axis=None)[:len(rows)]
-            vote_mask = np.zeros(peaked.shape, bool)
-            vote_mask.flat[order] = True
-            vote_mask &= peaked
-            vote_depth = median_filter_depth(votes.depth_m, vote_mask, settings.median_filter_px)
-            vrows, vcolumns = np.nonzero(vote_mask)
-            verrors, _ = relative_errors(vote_depth[vrows, vcolumns], np.stack([vcolumns, vrows], axis=1), reference)
-            baseline[rule].append(verrors)
+            baseline[rule].append(max_vote_errors(votes, len(errors), reference, settings))
+        for rule in MAP_RULES:
+            mask, depth = estimator.select(focus, replace(settings, **{**NO_RULES, **RULES[rule]}))
+            points, _ = back_project(depth, calibration, pose)
+            clouds[rule].append((points, pose.copy(), pixel_rad))
+            cloud_errors[rule].append(cloud_relative_errors(points, t_ref, truth, trajectory, calibration))
+        for loss in losses:
+            timing = {}
+            features = estimator.focus_features(estimator.dsi, method=MAX_VOTE if loss == MAX_VOTE else "focus",
+                                                loss=None if loss == MAX_VOTE else loss, timing=timing)
+            marked = time.perf_counter()
+            mask, depth = estimator.select(features)
+            offered = estimator.select(features, replace(settings, **MAP_CANDIDATES))[1]
+            timing["select"] = time.perf_counter() - marked
+            result = per_loss[loss]
+            result["seconds"].append(sum(timing.values()))
+            errors = published_errors(mask, depth, reference)
+            result["errors"].append(errors)
+            result["baseline"].append(max_vote_errors(votes, len(errors), reference, settings))
+            points, _ = back_project(offered, calibration, pose)
+            result["clouds"].append((points, pose.copy(), pixel_rad))
+            result["cloud_errors"].append(cloud_relative_errors(points, t_ref, truth, trajectory, calibration))
         print(f"  {name}: keyframe at {t_ref / 1e9:.2f} s, {len(events)} events, planes "
               f"{keyframe.z_range_m[0]:.2f}-{keyframe.z_range_m[1]:.2f} m, {seconds[-1]:.2f} s", file=sys.stderr)
     maps = {}
-    for rule, rule_clouds in clouds.items():
-        for voxel_m, min_keyframes in MAP_SETTINGS:
-            fused = VoxelMap(voxel_m, min_keyframes, max_voxels=10_000_000)
-            for points, _ in rule_clouds:
-                fused.add(points)
-            map_points, _ = fused.points()
-            maps[(rule, voxel_m, min_keyframes)] = (len(map_points), map_errors(map_points, rule_clouds, truth,
-                                                                                trajectory, calibration))
-            if min_keyframes > 1:  # the keyframes' own points where keyframes agree
-                confirmed = [(points[fused.support_at(points) >= min_keyframes], t_ref)
-                             for points, t_ref in rule_clouds]
-                errors = np.concatenate([cloud_relative_errors(points, t_ref, truth, trajectory, calibration)
-                                         for points, t_ref in confirmed])
-                maps[(rule + ", points kept", voxel_m, min_keyframes)] = (len(errors), errors)
-    return per_rule, baseline, duration_s, len(keyframes), seconds, maps
+    for rule, tolerance, min_keyframes in MAP_SETTINGS:
+        errors = np.concatenate(cloud_errors[rule]) if cloud_errors[rule] else np.empty(0)
+        maps[(rule, tolerance, min_keyframes)] = fused(clouds[rule], errors, tolerance, min_keyframes)
+    for result in per_loss.values():
+        errors = np.concatenate(result["cloud_errors"]) if result["cloud_errors"] else np.empty(0)
+        result["map"] = fused(result["clouds"], errors, MAP_DEPTH_TOLERANCE, MAP_MIN_KEYFRAMES)
+    return dict(per_rule=per_rule, baseline=baseline, duration_s=duration_s, keyframes=len(keyframes),
+                seconds=seconds, dsi_seconds=dsi_seconds, maps=maps, per_loss=per_loss)
 
 
-def map_errors(points, clouds, truth, trajectory, calibration) -> np.ndarray:
-    """Relative depth error of every map point, seen from the first keyframe's reference view
-    (its ground-truth depth map) that has it in view with ground truth; NaN if none does."""
-    errors = np.full(len(points), np.nan)
-    for _, t_ref in clouds:
-        missing = np.flatnonzero(np.isnan(errors))
-        if not len(missing):
-            break
-        errors[missing] = cloud_relative_errors(points[missing], t_ref, truth, trajectory, calibration)
-    return errors
-
-
-def summary(errors_list, duration_s):
-    errors = np.concatenate(errors_list) if errors_list else np.empty(0)
+def summary(errors_list, duration_s, count=None):
+    """'| points per 3 s | median % | within 5 % | within 10 % |' of the errors (count: points, if
+    not every error's point)."""
+    errors = np.concatenate(errors_list) if len(errors_list) else np.empty(0)
+    count = len(errors) if count is None else count
     known = errors[np.isfinite(errors)]
     if not len(known):
-        return "| 0 | - | - | - |"
-    return (f"| {len(errors) * 3.0 / duration_s:,.0f} | {100 * np.median(known):.2f} | "
+        return f"| {count * 3.0 / duration_s:,.0f} | - | - | - |"
+    return (f"| {count * 3.0 / duration_s:,.0f} | {100 * np.median(known):.2f} | "
             f"{100 * np.mean(known < 0.05):.1f} | {100 * np.mean(known < 0.10):.1f} |")
+
+
+def print_sequence(name: str, result: dict) -> None:
+    duration_s = result["duration_s"]
+    print(f"### {name}: {result['keyframes']} keyframes in {duration_s:.1f} s, {np.median(result['seconds']):.2f} s "
+          f"per keyframe (median, auto depth range)\n")
+    if result["per_rule"]:
+        print("| rule | points per 3 s | median error % | within 5 % | within 10 % | max vote, same density: "
+              "median % | within 5 % |")
+        print("|---|---|---|---|---|---|---|")
+        for rule, errors in result["per_rule"].items():
+            other = summary(result["baseline"][rule], duration_s).split("|")
+            print(f"| {rule} {summary(errors, duration_s)} {other[2].strip()} | {other[3].strip()} |")
+        print()
+    print("Fused map (focus_ros.depth.fusion.FusedMap; its points are the keyframes' own, each judged in "
+          "its keyframe's view):\n")
+    print("| points offered by the rule | agreement (share of the depth) | keyframes that agree | map points per 3 s "
+          "| median error % | within 5 % | within 10 % |")
+    print("|---|---|---|---|---|---|---|")
+    for (rule, tolerance, min_keyframes), (count, errors) in result["maps"].items():
+        default = (rule == MAP_RULES[0] and tolerance == MAP_DEPTH_TOLERANCE and min_keyframes == MAP_MIN_KEYFRAMES)
+        row = summary([errors], duration_s, count)
+        print(f"| {rule}{' (the defaults)' if default else ''} | {tolerance:g} | {min_keyframes} {row}")
+    print()
+    if result["per_loss"]:
+        print(f"Focus losses, default rules (DSI {1e3 * np.nanmedian(result['dsi_seconds']):.0f} ms per keyframe, "
+              "shared by every loss; ms per keyframe below: focus + peaks + selection, median):\n")
+        print("| loss | points per 3 s | median error % | within 5 % | within 10 % | max vote, same density: median % "
+              "| within 5 % | ms per keyframe | map points per 3 s | map median % | map within 5 % |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        for loss, loss_result in result["per_loss"].items():
+            other = summary(loss_result["baseline"], duration_s).split("|")
+            count, errors = loss_result["map"]
+            fused_row = summary([errors], duration_s, count).split("|")
+            label = "max vote (EMVS), default rules" if loss == MAX_VOTE else loss
+            print(f"| {label} {summary(loss_result['errors'], duration_s)} {other[2].strip()} | {other[3].strip()} | "
+                  f"{1e3 * np.median(loss_result['seconds']):.0f} |{fused_row[1]}|{fused_row[2]}|{fused_row[3]}|")
+        print()
+    sys.stdout.flush()
+
+
+def losses_without_polarity() -> tuple[str, ...]:
+    """The patch losses usable on a DSI without polarity (the estimator's default), then max vote."""
+    usable = []
+    for loss in PATCH_LOSSES:
+        try:
+            check_patch_loss(loss, False)
+        except ValueError:
+            continue
+        usable.append(loss)
+    return (*usable, MAX_VOTE)
 
 
 def main(argv=None) -> int:
@@ -198,32 +291,24 @@ def main(argv=None) -> int:
     parser.add_argument("--sequences", default=",".join(depth_sequences.SEQUENCES))
     parser.add_argument("--baseline-fraction", type=float, default=KEYFRAME_BASELINE_FRACTION)
     parser.add_argument("--planes", type=int, default=BASE.planes, help=f"DSI planes (default {BASE.planes})")
+    parser.add_argument("--loss", default=BASE.loss, help=f"focus loss of the rule and map tables (default {BASE.loss})")
+    parser.add_argument("--losses", default="none",
+                        help="focus losses to table with the default rules: all, none (default), or NAME,NAME "
+                             f"(of {', '.join(PATCH_LOSSES)}, {MAX_VOTE})")
+    parser.add_argument("--no-rules", action="store_true", help="no table of the selection rules")
     args = parser.parse_args(argv)
+    usable = losses_without_polarity()
+    losses = {"all": usable, "none": ()}.get(args.losses, tuple(args.losses.split(",")))
+    unknown = [loss for loss in losses if loss not in usable]
+    if unknown:
+        parser.error(f"loss {unknown[0]!r} is not one the estimator supports without polarity; choose from "
+                     f"{', '.join(usable)}")
     print(f"command: .venv/bin/python benchmarks/eval_depth_selection.py --sequences {args.sequences} "
-          f"--baseline-fraction {args.baseline_fraction:g} --planes {args.planes}\n")
-    settings = replace(BASE, planes=args.planes)
+          f"--baseline-fraction {args.baseline_fraction:g} --planes {args.planes} --loss {args.loss} --losses {args.losses}"
+          f"{' --no-rules' if args.no_rules else ''}\n")
+    settings = replace(BASE, planes=args.planes, loss=args.loss)
     for name in args.sequences.split(","):
-        per_rule, baseline, duration_s, count, seconds, maps = evaluate_sequence(name, args.baseline_fraction, settings)
-        print(f"### {name}: {count} keyframes in {duration_s:.1f} s, {np.median(seconds):.2f} s per keyframe "
-              f"(median, auto depth range)\n")
-        print("| rule | points per 3 s | median error % | within 5 % | within 10 % | max vote, same density: "
-              "median % | within 5 % |")
-        print("|---|---|---|---|---|---|---|")
-        for rule in RULES:
-            own = summary(per_rule[rule], duration_s)
-            other = summary(baseline[rule], duration_s).split("|")
-            print(f"| {rule} {own} {other[2].strip()} | {other[3].strip()} |")
-        print()
-        print("Fused map (voxel grid, kept where keyframes agree) of the keyframe clouds of a rule:\n")
-        print("| keyframe rule | voxel (m) | keyframes that agree | map points per 3 s | median error % | within 5 % "
-              "| within 10 % |")
-        print("|---|---|---|---|---|---|---|")
-        for (rule, voxel_m, min_keyframes), (count_points, errors) in maps.items():
-            row = summary([errors], 3.0).split("|")
-            print(f"| {rule} | {voxel_m:g} | {min_keyframes} | {count_points * 3.0 / duration_s:,.0f} |{row[2]}|"
-                  f"{row[3]}|{row[4]}|")
-        print()
-        sys.stdout.flush()
+        print_sequence(name, evaluate_sequence(name, args.baseline_fraction, settings, losses, not args.no_rules))
     return 0
 
 

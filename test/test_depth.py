@@ -252,12 +252,12 @@ def test_depth_command_writes_every_output(sequence, tmp_path):
         assert float(row["px"]) == pytest.approx(0.4 * float(row["t_ref"]), abs=1e-3)
     merged = read_ply(output / "points.ply")
     assert len(merged["x"]) == total and np.median(np.abs(merged["z"] - 1.0)) < 0.01
-    # the fused map: only voxels two keyframes agree on, on the plane, fewer than all points
+    # the fused map: the points (by the looser map_support_neighbours) another keyframe confirms,
+    # on the plane, each confirmed by 2 or 3 of the 3 keyframes
     fused = read_ply(output / "map.ply")
-    assert 100 < len(fused["x"]) < total and np.median(np.abs(fused["z"] - 1.0)) < 0.01
-    # the keyframes' own points in those voxels: more than the voxels, fewer than all points
-    agreed = read_ply(output / "points_agreed.ply")
-    assert len(fused["x"]) < len(agreed["x"]) < total and np.median(np.abs(agreed["z"] - 1.0)) < 0.01
+    assert len(fused["x"]) > 100 and np.median(np.abs(fused["z"] - 1.0)) < 0.01
+    assert set(np.unique(fused["confidence"])) <= {2.0, 3.0}
+    assert not (output / "points_agreed.ply").exists()
 
 
 def _error_line(capsys, argv):

@@ -111,6 +111,18 @@ def test_the_default_rules_beat_the_fixed_share_on_a_simulated_6dof_sequence(cal
     # at most half the wrong points (beyond 5 %) of the fixed share
     assert default > 0.9 and 1.0 - default < 0.5 * (1.0 - fixed), (default, fixed, points, fixed_points)
 
+    # the points offered to the fused map: the same rules with the looser neighbour support, so
+    # every published point and more (neighbour support only removes points)
+    keyframe = estimator.depth_from_dsi(dsi)
+    published = {tuple(point) for point in keyframe.points_world}
+    offered = {tuple(point) for point in keyframe.map_points_world}
+    looser_settings = replace(settings, support_neighbours=settings.map_support_neighbours)
+    assert len(published) == np.count_nonzero(estimator.select(features)[0]) and published < offered
+    assert len(offered) == np.count_nonzero(estimator.select(features, looser_settings)[0])
+    assert within_5(looser_settings)[0] < default
+    with pytest.raises(ValueError, match="map_support_neighbours"):
+        DepthSettings(map_support_neighbours=-1)
+
 
 # ------------------------------------------------------------------------- keyframes by parallax
 

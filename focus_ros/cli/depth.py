@@ -11,8 +11,8 @@ Writes into OUTPUT, per keyframe NNNN: keyframe_NNNN_depth.npy (float32 m, NaN u
 on the undistorted pinhole grid), keyframe_NNNN_depth.png (near red, far blue, over the
 event image), keyframe_NNNN_confidence.npy / .png, keyframe_NNNN_points.ply (world
 frame, x y z float32 + confidence); and points.ply (all keyframes), map.ply (the fused map:
-the mean point of every voxel that keyframes agree on, confidence = how many; what depth_node
-publishes on depth/map), points_agreed.ply (the points of points.ply in those voxels) and
+the points of points.ply that another keyframe confirms, within --map-depth-tolerance of their
+depth, confidence = how many keyframes agree; what depth_node publishes on depth/map) and
 keyframes.csv (reference time, pose, counts, depth range, timing, warnings).
 """
 
@@ -27,6 +27,7 @@ import numpy as np
 
 from focus_ros.cli import UserError
 from focus_ros.cli._output import replaced_on_success
+from focus_ros.depth.fusion import MAP_DEPTH_TOLERANCE, MAP_MIN_KEYFRAMES, FusedMap
 from focus_ros.estimators.depth import (KEYFRAME_BASELINE_FRACTION, KEYFRAME_MAX_EVENTS, KEYFRAME_MAX_ROTATION_DEG,
                                         DepthSettings, KeyframeSelector, depth_method_names)
 
@@ -108,10 +109,15 @@ def add_arguments(parser) -> None:
     parser.add_argument("--dsi-max-events", type=int, default=_DEFAULTS.dsi_max_events,
                         help="a keyframe with more events votes with every k-th of them (a compute budget); "
                              f"0 = every event (default {_DEFAULTS.dsi_max_events})")
-    parser.add_argument("--map-voxel", type=float, default=0.01,
-                        help="voxel side of the fused map map.ply, m (default 0.01)")
-    parser.add_argument("--map-min-keyframes", type=int, default=2,
-                        help="keyframes that must agree on a voxel of map.ply (default 2; 1 = every point)")
+    parser.add_argument("--map-support-neighbours", type=int, default=_DEFAULTS.map_support_neighbours,
+                        help="--support-neighbours for the points offered to map.ply (looser: the map keeps only "
+                             f"what another keyframe confirms; default {_DEFAULTS.map_support_neighbours})")
+    parser.add_argument("--map-depth-tolerance", type=float, default=MAP_DEPTH_TOLERANCE,
+                        help="map.ply keeps a point when another keyframe has one within this share of its depth "
+                             f"along the ray and a pixel across it (default {MAP_DEPTH_TOLERANCE:g})")
+    parser.add_argument("--map-min-keyframes", type=int, default=MAP_MIN_KEYFRAMES,
+                        help="keyframes that must agree on a point of map.ply, its own included "
+                             f"(default {MAP_MIN_KEYFRAMES}; 1 = every point)")
     parser.add_argument("--trim-to-poses", action="store_true",
                         help="drop events outside the poses' time span instead of stopping with an error")
     parser.add_argument("--max-keyframes", type=int, default=None, help="stop after this many keyframes")
@@ -184,10 +190,9 @@ def keyframe_selector(args, settings: DepthSettings) -> KeyframeSelector:
 def run(args) -> int:
     from tqdm import tqdm
 
-    from focus_ros.depth.fusion import VoxelMap
     from focus_ros.depth.pictures import (depth_colors, depth_picture, event_image, with_confidence_scale,
                                           with_depth_colour_bar, write_png)
-    from focus_ros.depth.ply import PlyAppender, read_ply, write_ply
+    from focus_ros.depth.ply import PlyAppender, write_ply
     from focus_ros.estimators.depth import DepthEstimator
     from focus_ros.events import NANOSECONDS_PER_SECOND
     from focus_ros.poses import matrix_to_quaternion
@@ -205,9 +210,10 @@ def run(args) -> int:
                                  median_filter_px=args.median, min_contrast=args.min_contrast,
                                  max_rival_ratio=args.max_rival_ratio, border_planes=args.border_planes,
                                  support_neighbours=args.support_neighbours,
+                                 map_support_neighbours=args.map_support_neighbours,
                                  auto_depth_range=not args.fixed_depth_range, dsi_max_events=args.dsi_max_events)
         selector = keyframe_selector(args, settings)
-        voxel_map = VoxelMap(args.map_voxel, args.map_min_keyframes, max_voxels=10_000_000)
+        fused_map = FusedMap(args.map_depth_tolerance, args.map_min_keyframes, max_points=100_000_000)
     except ValueError as error:
         raise UserError(str(error).replace("use_polarity on", "--polarity").replace("use_polarity off", "no --polarity")) from None
     if args.max_keyframes is not None and args.max_keyframes < 1:
@@ -240,7 +246,7 @@ def run(args) -> int:
             depths = keyframe.depth_m[keyframe.pixels[:, 1], keyframe.pixels[:, 0]]
             if len(depths):
                 selector.set_scene_depth(float(np.median(depths)))
-            voxel_map.add(keyframe.points_world)
+            fused_map.add(keyframe.map_points_world, keyframe.world_from_camera, 1.0 / calibration.fx)
             z_near, z_far = keyframe.z_range_m
             colors = depth_colors(depths, z_near, z_far)
             write_ply(output / f"{name}_points.ply", keyframe.points_world, keyframe.point_confidence, colors)
@@ -285,15 +291,9 @@ def run(args) -> int:
             rest = selector.flush()
             if rest is not None:
                 process(rest)
-    map_points, map_support = voxel_map.points()
+    map_points, map_support = fused_map.points()
     origin = trajectory.interpolate([trajectory.t_range_ns[0]])[1][0]
     write_ply(output / "map.ply", map_points, map_support, _distance_colors(map_points, origin))
-    # the keyframes' own points where keyframes agree: denser than the map's voxel means
-    every = read_ply(output / "points.ply")
-    points = np.column_stack([every["x"], every["y"], every["z"]]) if len(every["x"]) else np.empty((0, 3))
-    agreed = voxel_map.support_at(points) >= voxel_map.min_keyframes
-    write_ply(output / "points_agreed.ply", points[agreed], np.asarray(every["confidence"])[agreed],
-              _distance_colors(points[agreed], origin))
     if dropped:
         print(f"focus-ros depth: warning: dropped {dropped} events outside the poses' time span", file=sys.stderr)
     if written == 0:

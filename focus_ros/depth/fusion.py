@@ -1,137 +1,169 @@
-"""A world-frame map fused from keyframe clouds: a voxel grid where keyframes must agree.
+"""A world-frame map fused from keyframe clouds: the keyframes' points that another keyframe confirms.
 
-Each keyframe's points (world frame, m) fall into cubic voxels of side ``voxel_m``. A voxel
-keeps the sum of its points (their mean is the map point), their number, which of the last
-64 keyframes put a point in it (a bit mask) and when it was last seen. A voxel is in the
-published map when at least ``min_keyframes`` different keyframes put a point in it or in
-one of its 26 neighbours: a point that only one keyframe claims (a wrong depth on a streak,
-a spike) is not confirmed by the next keyframe's view from elsewhere, whose wrong points lie
-elsewhere, so it stays out, while a surface seen by several keyframes is kept wherever they
-agree to within about a voxel. The grid is bounded: beyond ``max_voxels`` the voxels seen
-longest ago go first (then the least supported), so memory stays flat on a long run.
+A keyframe's depths are wrong in places (a streak along an edge's epipolar line, a spike), and
+a second keyframe, seen from elsewhere, puts its own wrong points elsewhere; a surface both see
+is where both put points. So a point is in the map when a point of at least ``min_keyframes - 1``
+other keyframes lies near it, and "near" is relative to its distance from the camera: depth
+errors grow with depth (a depth error of 1 % is 6 mm at 0.6 m and 4 cm at 4 m), so a fixed
+distance would confirm near surfaces and never far ones.
+
+Agreement is found in the view of the keyframe being added, on a grid along its rays: every
+point, new or held, is seen from that keyframe's camera as (x/z, y/z, ln z) (camera frame,
+z along the optical axis), and the grid's cells are one pixel of that camera across the ray
+(``pixel_rad`` = 1/fx rad) and a share ``depth_tolerance`` of the depth along it. A new point
+and a held point agree when their cells touch (the cell or one of its 26 neighbours): at most
+2 cells apart, and always when less than 1 cell apart on each axis; each confirms the other.
+Every pair of keyframes is compared once, when the later one arrives, in its own view; the
+earlier one's points are there (held), wherever it saw them from.
+
+The map holds the points themselves (not voxel means: a mean over a cell mixes the two sides of
+a depth edge and is less accurate than the points it averages), each with a bit mask of the
+keyframes that agree with it (its own included; bit = keyframe index mod 64). It is bounded:
+beyond ``max_points`` the points of the oldest keyframes go first, so memory stays flat on a
+long run. Cost per keyframe: the held points are moved into the new camera's frame (one matrix
+product), those inside the new points' cells are sorted once, and each new cell looks up its 27
+neighbours (vectorised numpy).
 """
 
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
-#: bits per voxel coordinate in the packed key (voxel indices within ±2^20)
+#: bits per cell coordinate in a packed key (coordinates within ±2^20 cells)
 _BITS = 21
 _OFFSET = 1 << (_BITS - 1)
-_MASK = (1 << _BITS) - 1
-_NEIGHBOURS = np.array([(dx, dy, dz) for dx in (-1, 0, 1) for dy in (-1, 0, 1) for dz in (-1, 0, 1)], np.int64)
-
-
-def _pack(indices: np.ndarray) -> np.ndarray:
-    shifted = (indices + _OFFSET) & _MASK
-    return (shifted[:, 0] << (2 * _BITS)) | (shifted[:, 1] << _BITS) | shifted[:, 2]
+#: key offsets of the 27 cells around a cell (packing is linear while each coordinate stays in range)
+_NEIGHBOUR_KEYS = np.array([(dx << (2 * _BITS)) + (dy << _BITS) + dz
+                            for dx in (-1, 0, 1) for dy in (-1, 0, 1) for dz in (-1, 0, 1)], np.int64)
+#: defaults, chosen from EVALUATION.md's table (6-DoF depth, the fused map): agreement within 1.5 %
+#: of the depth along the ray and a pixel across it, 2 keyframes, a bound of 300,000 points
+MAP_DEPTH_TOLERANCE = 0.015
+MAP_MIN_KEYFRAMES = 2
+MAP_MAX_POINTS = 300_000
+#: nearest depth a point may have in a keyframe's view to be compared (m); nearer ones (and
+#: points behind the camera) are not compared in that view
+_MIN_DEPTH_M = 1e-3
 
 
 def _popcount(values: np.ndarray) -> np.ndarray:
-    """Set bits of each uint64 (int64)."""
+    """Set bits of each uint64."""
     return np.bitwise_count(values.astype(np.uint64)).astype(np.int64)
 
 
-class VoxelMap:
-    """The fused map (module docstring). voxel_m: voxel side (m); min_keyframes: keyframes
-    that must agree for a voxel to be published (1 = every point); max_voxels: bound."""
+@njit(cache=True, nogil=True)
+def _cell_keys(points, rotation, position, pixel_rad, depth_tolerance):
+    """Packed cell key (int64) of each world point (M, 3) m seen from the camera (rotation,
+    position: world_from_camera): x/z and y/z over pixel_rad, ln z over depth_tolerance (floor,
+    clipped to the packable range); -1 for points behind the camera or nearer than _MIN_DEPTH_M."""
+    keys = np.empty(len(points), np.int64)
+    for i in range(len(points)):
+        dx = points[i, 0] - position[0]
+        dy = points[i, 1] - position[1]
+        dz = points[i, 2] - position[2]
+        z = rotation[0, 2] * dx + rotation[1, 2] * dy + rotation[2, 2] * dz  # camera = R^T (X - p)
+        if not z > _MIN_DEPTH_M:
+            keys[i] = -1
+            continue
+        x = rotation[0, 0] * dx + rotation[1, 0] * dy + rotation[2, 0] * dz
+        y = rotation[0, 1] * dx + rotation[1, 1] * dy + rotation[2, 1] * dz
+        key = 0
+        for value in (x / (z * pixel_rad), y / (z * pixel_rad), np.log(z) / depth_tolerance):
+            cell = min(max(np.floor(value), 1.0 - _OFFSET), _OFFSET - 2.0)
+            key = (key << _BITS) | (int(cell) + _OFFSET)
+        keys[i] = key
+    return keys
 
-    def __init__(self, voxel_m: float = 0.01, min_keyframes: int = 2, max_voxels: int = 500_000):
-        if not (np.isfinite(voxel_m) and voxel_m > 0):
-            raise ValueError(f"map voxel size must be > 0 m, got {voxel_m}")
+
+@njit(cache=True, nogil=True)
+def _confirm_held(held_keys, held_own_bits, held_agreed, bit, near_keys, near_bits):
+    """Held points whose cell is one of near_keys (sorted: the cells touching a new point's) gain
+    ``bit`` (the new keyframe's); each such cell collects the held points' own bits."""
+    for i in range(len(held_keys)):
+        key = held_keys[i]
+        if key < 0:
+            continue
+        j = np.searchsorted(near_keys, key)
+        if j < len(near_keys) and near_keys[j] == key:
+            held_agreed[i] |= bit
+            near_bits[j] |= held_own_bits[i]
+
+
+class FusedMap:
+    """The fused map (module docstring). depth_tolerance: how near along the ray another
+    keyframe's point must be, as a share of the depth (the cells' width in ln z); min_keyframes:
+    keyframes that must agree on a point for it to be published (1 = every point); max_points:
+    bound on the points held."""
+
+    def __init__(self, depth_tolerance: float = MAP_DEPTH_TOLERANCE, min_keyframes: int = MAP_MIN_KEYFRAMES,
+                 max_points: int = MAP_MAX_POINTS):
+        if not (np.isfinite(depth_tolerance) and 0 < depth_tolerance <= 1):
+            raise ValueError(f"map depth tolerance must be within (0, 1] (a share of the depth), "
+                             f"got {depth_tolerance}")
         if not 1 <= min_keyframes <= 64:
             raise ValueError(f"map min_keyframes must be within 1-64, got {min_keyframes}")
-        if max_voxels < 1:
-            raise ValueError(f"map max_voxels must be >= 1, got {max_voxels}")
-        self.voxel_m = float(voxel_m)
+        if max_points < 1:
+            raise ValueError(f"map max_points must be >= 1, got {max_points}")
+        self.depth_tolerance = float(depth_tolerance)
         self.min_keyframes = int(min_keyframes)
-        self.max_voxels = int(max_voxels)
+        self.max_points = int(max_points)
         self.clear()
 
     def clear(self) -> None:
-        self.keys = np.empty(0, np.int64)          # sorted packed voxel indices
-        self.sums = np.empty((0, 3), np.float64)   # sum of the points in each voxel (m)
-        self.counts = np.empty(0, np.int64)
-        self.seen_by = np.empty(0, np.uint64)      # bit (keyframe index mod 64) per keyframe that voted
-        self.last_seen = np.empty(0, np.int64)     # index of the last keyframe that voted
+        self.points_world = np.empty((0, 3), np.float32)  # every point held (m)
+        self.own_bit = np.empty(0, np.uint64)               # bit of the keyframe that made each point
+        self.agreed_by = np.empty(0, np.uint64)             # bits of the keyframes that agree (own included)
         self.keyframes = 0
 
     def __len__(self) -> int:
-        return len(self.keys)
+        return len(self.points_world)
 
-    def add(self, points_world: np.ndarray) -> None:
-        """Merge one keyframe's points (M, 3) m into the grid."""
-        index = self.keyframes
+    def add(self, points_world: np.ndarray, world_from_camera: np.ndarray, pixel_rad: float) -> None:
+        """Merge one keyframe's points (M, 3) m, seen from the camera world_from_camera (4x4,
+        [R p; 0 1], the keyframe's reference view) whose pixels span pixel_rad (rad, 1/fx):
+        compare them with the points held, then hold them."""
+        if not (np.isfinite(pixel_rad) and pixel_rad > 0):
+            raise ValueError(f"map pixel angle must be > 0 rad, got {pixel_rad}")
+        bit = np.uint64(1) << np.uint64(self.keyframes % 64)
         self.keyframes += 1
-        bit = np.uint64(1) << np.uint64(index % 64)
-        self.seen_by &= ~bit  # the bit now means this keyframe, not the one 64 before
-        points = np.asarray(points_world, np.float64).reshape(-1, 3)
-        points = points[np.all(np.isfinite(points), axis=1)]
-        if len(points):
-            keys, inverse = np.unique(_pack(np.floor(points / self.voxel_m).astype(np.int64)), return_inverse=True)
-            sums = np.zeros((len(keys), 3))
-            np.add.at(sums, inverse, points)
-            counts = np.bincount(inverse, minlength=len(keys))
-            all_keys = np.concatenate([self.keys, keys])
-            merged, where = np.unique(all_keys, return_inverse=True)
-            old, new = where[:len(self.keys)], where[len(self.keys):]
-            total = np.zeros((len(merged), 3))
-            total[old] = self.sums
-            total[new] += sums
-            count = np.zeros(len(merged), np.int64)
-            count[old] = self.counts
-            count[new] += counts
-            seen = np.zeros(len(merged), np.uint64)
-            seen[old] = self.seen_by
-            seen[new] |= bit
-            last = np.full(len(merged), -1, np.int64)
-            last[old] = self.last_seen
-            last[new] = index
-            self.keys, self.sums, self.counts, self.seen_by, self.last_seen = merged, total, count, seen, last
+        points = np.asarray(points_world, np.float32).reshape(-1, 3)
+        points = np.ascontiguousarray(points[np.all(np.isfinite(points), axis=1)])
+        agreed = np.full(len(points), bit, np.uint64)
+        pose = np.asarray(world_from_camera, np.float64)
+        rotation, position = np.ascontiguousarray(pose[:3, :3]), np.ascontiguousarray(pose[:3, 3])
+        new_keys = _cell_keys(points, rotation, position, float(pixel_rad), self.depth_tolerance)
+        seen = new_keys >= 0
+        if seen.any() and len(self.points_world):
+            cells, inverse = np.unique(new_keys[seen], return_inverse=True)
+            around = cells[:, None] + _NEIGHBOUR_KEYS[None, :]  # the 27 cells touching each new cell
+            near_keys = np.sort(around, axis=None)  # their union (np.unique's hash path is slower)
+            near_keys = near_keys[np.r_[True, near_keys[1:] != near_keys[:-1]]]
+            near_bits = np.zeros(len(near_keys), np.uint64)
+            held_keys = _cell_keys(self.points_world, rotation, position, float(pixel_rad), self.depth_tolerance)
+            _confirm_held(held_keys, self.own_bit, self.agreed_by, bit, near_keys, near_bits)
+            gained = np.bitwise_or.reduce(near_bits[np.searchsorted(near_keys, around)], axis=1)
+            agreed[seen] |= gained[inverse.reshape(-1)]
+        self.points_world = np.concatenate([self.points_world, points])
+        self.own_bit = np.concatenate([self.own_bit, np.full(len(points), bit, np.uint64)])
+        self.agreed_by = np.concatenate([self.agreed_by, agreed])
         self._bound()
 
     def support(self) -> np.ndarray:
-        """Per voxel: how many different keyframes (of the last 64) put a point in it or a neighbour."""
-        if not len(self.keys):
-            return np.empty(0, np.int64)
-        indices = np.stack([(self.keys >> (2 * _BITS)) & _MASK, (self.keys >> _BITS) & _MASK, self.keys & _MASK],
-                           axis=1) - _OFFSET
-        seen = np.zeros(len(self.keys), np.uint64)
-        for offset in _NEIGHBOURS:
-            neighbours = _pack(indices + offset)
-            position = np.minimum(np.searchsorted(self.keys, neighbours), len(self.keys) - 1)
-            found = self.keys[position] == neighbours
-            seen[found] |= self.seen_by[position[found]]
-        return _popcount(seen)
-
-    def support_at(self, points_world: np.ndarray) -> np.ndarray:
-        """Per point (M, 3) m: the support (see :meth:`support`) of the voxel it falls in, 0 outside
-        the grid. With the points of the keyframes fused, ``support_at(points) >= min_keyframes``
-        keeps every original point the keyframes agree on (denser than the voxel means)."""
-        points = np.asarray(points_world, np.float64).reshape(-1, 3)
-        result = np.zeros(len(points), np.int64)
-        if not len(self.keys) or not len(points):
-            return result
-        keys = _pack(np.floor(points / self.voxel_m).astype(np.int64))
-        position = np.minimum(np.searchsorted(self.keys, keys), len(self.keys) - 1)
-        found = self.keys[position] == keys
-        result[found] = self.support()[position[found]]
-        return result
+        """Per point held: how many different keyframes (its own included) agree with it."""
+        return _popcount(self.agreed_by)
 
     def points(self) -> tuple[np.ndarray, np.ndarray]:
-        """(points (N, 3) float32 m: the mean point of every voxel that enough keyframes agree on,
-        support (N,) float32: the number of keyframes that agree)."""
+        """(points (N, 3) float32 m: every point held that at least min_keyframes keyframes agree
+        on, support (N,) float32: how many do)."""
         support = self.support()
         kept = support >= self.min_keyframes
-        mean = self.sums[kept] / self.counts[kept, None]
-        return mean.astype(np.float32), support[kept].astype(np.float32)
+        return self.points_world[kept], support[kept].astype(np.float32)
 
     def _bound(self) -> None:
-        """Drop the voxels seen longest ago (then the least supported) beyond max_voxels."""
-        excess = len(self.keys) - self.max_voxels
-        if excess <= 0:
-            return
-        order = np.lexsort((_popcount(self.seen_by), self.last_seen))  # oldest first, then least seen
-        keep = np.sort(order[excess:])
-        self.keys, self.sums, self.counts = self.keys[keep], self.sums[keep], self.counts[keep]
-        self.seen_by, self.last_seen = self.seen_by[keep], self.last_seen[keep]
+        """Drop the points of the oldest keyframes beyond max_points (the points are held in
+        the order their keyframes came)."""
+        excess = len(self.points_world) - self.max_points
+        if excess > 0:
+            self.points_world = self.points_world[excess:]
+            self.own_bit = self.own_bit[excess:]
+            self.agreed_by = self.agreed_by[excess:]

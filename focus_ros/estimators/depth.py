@@ -56,10 +56,11 @@ class DepthSettings:
 
     loss: registry loss for the focus curves; any name of
         ``focus_ros.depth.focus.PATCH_LOSSES``; ignored by method "max_vote". Default
-        "laplacian_magnitude": on the simulated slider it is among the most accurate losses
-        without polarity, clearly ahead of EVO's local variance at the same cost per
-        keyframe (one 3×3 correlation per slice); the few that match it cost several times
-        its focus-stage time (EVALUATION.md, "Depth"; BENCHMARKS.md, "Depth").
+        "variance" (the patch's variance of votes): with the selection rules below and the
+        fused map it is the loss that meets issue 25's targets on the simulated slider and
+        6-DoF sequences, and among the cheapest per keyframe (EVALUATION.md, "Depth under
+        6-DoF motion", the focus losses' table; "laplacian_magnitude", the default before,
+        is as accurate on the 6-DoF sequences and less on the slider).
     use_polarity: votes carry the event polarity ±1 (True) or count 1 (False, default).
     method: "focus" (the paper: extremal focus of the patch loss) or "max_vote" (EMVS:
         the voxel with the most votes along the ray).
@@ -90,6 +91,10 @@ class DepthSettings:
     support_neighbours, support_radius_px, support_tolerance: radius outlier removal after the
         median filter: a point needs this many published neighbours within support_radius_px px at
         a depth within support_tolerance (fraction) of its own (default 5, 2 px, 2 %; 0 = off).
+    map_support_neighbours: the same rule, looser, for the points offered to the fused map
+        (``DepthKeyframe.map_points_world``; default 2): the map keeps only what another keyframe
+        confirms, which removes more of the wrong points than the neighbours do, so it can start
+        from more of the right ones (focus_ros.depth.fusion).
     The defaults come from accuracy against density per rule on simulated slider and 6-DoF
     sequences (EVALUATION.md, "Depth: selection rules"; benchmarks/eval_depth_selection.py).
     median_filter_px: side of the median filter on the kept depths, odd px (EMVS 5–15;
@@ -110,7 +115,7 @@ class DepthSettings:
     loss_options: the losses' LossOptions (None: defaults).
     """
 
-    loss: str = "laplacian_magnitude"
+    loss: str = "variance"
     use_polarity: bool = False
     method: str = "focus"
     planes: int = 100
@@ -129,6 +134,7 @@ class DepthSettings:
     support_radius_px: int = 2
     support_tolerance: float = 0.02
     support_neighbours: int = 5
+    map_support_neighbours: int = 2
     auto_depth_range: bool = True
     events_per_pose: int = DEFAULT_EVENTS_PER_POSE
     min_parallax_px: float = 1.0
@@ -162,7 +168,7 @@ class DepthSettings:
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-        for name in ("border_planes", "support_radius_px", "support_neighbours"):
+        for name in ("border_planes", "support_radius_px", "support_neighbours", "map_support_neighbours"):
             value = getattr(self, name)
             if not (isinstance(value, (int, np.integer)) and value >= 0):
                 raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
@@ -184,7 +190,8 @@ class DepthKeyframe:
     contrast of the focus curve at its peak (score at the peak minus the curve's median,
     loss units; NaN where no event voted; see focus_ros.depth.focus.focus_peaks); mask: (H, W)
     bool, the pixels of the semi-dense map; points_world: (M, 3) float32 m; point_confidence:
-    (M,) float32; pixels: (M, 2) int32 (x, y) of the points;
+    (M,) float32; pixels: (M, 2) int32 (x, y) of the points; map_points_world: (K, 3) float32 m,
+    the points offered to the fused map (the looser ``map_support_neighbours``: K >= M usually);
     event_count: events in the keyframe; vote_count: bilinear votes cast inside the image;
     parallax_px: f · largest camera displacement from the reference · (1/z_min − 1/z_max);
     pose_batch_error_px: bound on the vote displacement from sharing one pose per batch;
@@ -208,6 +215,7 @@ class DepthKeyframe:
     timing_s: dict = field(default_factory=dict)
     warning: str = ""
     z_range_m: tuple = (float("nan"), float("nan"))
+    map_points_world: np.ndarray = field(default_factory=lambda: np.empty((0, 3), np.float32))
 
     @property
     def point_count(self) -> int:
@@ -381,6 +389,12 @@ class DepthEstimator:
         """(mask of the published pixels, their filtered depth (H, W) float32 m, NaN elsewhere)
         by the selection rules of ``settings`` (default the estimator's; see DepthSettings)."""
         settings = self.settings if settings is None else settings
+        mask, depth = self._candidates(features, settings)
+        return self._supported(mask, depth, settings.support_neighbours, settings)
+
+    def _candidates(self, features: FocusFeatures, settings: DepthSettings) -> tuple[np.ndarray, np.ndarray]:
+        """(mask, median-filtered depth (H, W) float32 m) of the pixels every rule but the
+        neighbour support keeps."""
         planes = self.dsi.planes
         # a flat focus curve (no contrast, e.g. a constant patch) has no depth
         peaked = features.observed & (features.confidence > 0.0)
@@ -396,10 +410,15 @@ class DepthEstimator:
             mask &= features.rival <= settings.max_rival_ratio
         if settings.border_planes > 0:
             mask &= (features.plane >= settings.border_planes) & (features.plane <= planes - 1 - settings.border_planes)
-        depth = median_filter_depth(features.depth_m, mask, settings.median_filter_px)
-        if settings.support_neighbours > 0:
+        return mask, median_filter_depth(features.depth_m, mask, settings.median_filter_px)
+
+    @staticmethod
+    def _supported(mask: np.ndarray, depth: np.ndarray, neighbours: int,
+                   settings: DepthSettings) -> tuple[np.ndarray, np.ndarray]:
+        """The candidates (mask, depth) with at least ``neighbours`` supporting neighbours (0 = all)."""
+        if neighbours > 0:
             mask = neighbour_support_mask(depth, mask, settings.support_radius_px, settings.support_tolerance,
-                                          settings.support_neighbours)
+                                          neighbours)
             depth = np.where(mask, depth, np.float32(np.nan)).astype(np.float32)
         return mask, depth
 
@@ -420,8 +439,11 @@ class DepthEstimator:
             return empty
         features = self.focus_features(dsi, method, loss, timing)
         mark = time.perf_counter()
-        mask, filtered = self.select(features)
+        candidates, candidate_depth = self._candidates(features, settings)
+        mask, filtered = self._supported(candidates, candidate_depth, settings.support_neighbours, settings)
         points, pixels = back_project(filtered, self.calibration, dsi.world_from_reference)
+        map_depth = self._supported(candidates, candidate_depth, settings.map_support_neighbours, settings)[1]
+        map_points = back_project(map_depth, self.calibration, dsi.world_from_reference)[0]
         confidence = np.where(features.observed, features.confidence, np.float32(np.nan)).astype(np.float32)
         timing["select"] = time.perf_counter() - mark
         return DepthKeyframe(
@@ -430,7 +452,7 @@ class DepthEstimator:
             point_confidence=confidence[pixels[:, 1], pixels[:, 0]].astype(np.float32), pixels=pixels,
             event_count=dsi.event_count, vote_count=dsi.vote_count, parallax_px=parallax,
             pose_batch_error_px=dsi.pose_batch_error_px, timing_s=timing,
-            z_range_m=(float(dsi.depths_m.min()), float(dsi.depths_m.max())))
+            z_range_m=(float(dsi.depths_m.min()), float(dsi.depths_m.max())), map_points_world=map_points)
 
     def estimate(self, events: Events, trajectory: Trajectory, t_ref_ns: int | None = None) -> DepthKeyframe:
         """The depth of the reference view at ``t_ref_ns`` (default: the middle of the

@@ -24,8 +24,9 @@ counted in ``/diagnostics``. Per keyframe it publishes
   confidence, ``depth`` = m along the reference camera's optical axis), in the poses' world
   frame (``points_frame: world``) or the reference camera frame (``points_frame: camera``);
 - ``depth/map`` (sensor_msgs/PointCloud2, transient local, the poses' world frame): the map
-  fused from every keyframe's cloud (:class:`~focus_ros.depth.fusion.VoxelMap`: voxels that
-  ``map_min_keyframes`` keyframes agree on, ``intensity`` = how many; at most ``map_max_voxels``);
+  fused from every keyframe's cloud (:class:`~focus_ros.depth.fusion.FusedMap`: the keyframes'
+  points, by the looser ``map_support_neighbours``, that ``map_min_keyframes`` keyframes agree on, within ``map_depth_tolerance`` of their
+  depth, ``intensity`` = how many; at most ``map_max_points`` held);
 - ``depth/image`` (sensor_msgs/Image 32FC1, m along the optical axis, NaN = unknown:
   REP-117/118) and ``depth/confidence`` (32FC1), frame and stamp of the reference view;
 - ``depth/image_color`` (rgb8, near red, far blue), only while someone subscribes;
@@ -54,7 +55,7 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from sensor_msgs.msg import Image, PointCloud2
 
 from focus_ros.camera import Calibration
-from focus_ros.depth.fusion import VoxelMap
+from focus_ros.depth.fusion import MAP_DEPTH_TOLERANCE, MAP_MAX_POINTS, MAP_MIN_KEYFRAMES, FusedMap
 from focus_ros.estimators.depth import (KEYFRAME_BASELINE_FRACTION, KEYFRAME_MAX_EVENTS, KEYFRAME_MAX_ROTATION_DEG,
                                         DepthSettings, KeyframeSelector, depth_method_names)
 from focus_ros.runtime import EstimatorRunner, Job
@@ -224,11 +225,13 @@ PARAMETERS = {
     "camera_frame_id": ("", "frame of the reference camera (depth images, camera-frame clouds); empty = the "
                         "events' frame", {}),
     "world_frame_id": ("", "frame of world-frame clouds; empty = the poses' header frame", {}),
-    "map_voxel_m": (0.01, "voxel side of the fused map depth/map (m)", {"float_range": (0.001, 10.0)}),
-    "map_min_keyframes": (2, "keyframes that must agree on a voxel (it or a neighbour) for it to be in depth/map; "
-                          "1 = every point", {"integer_range": (1, 64)}),
-    "map_max_voxels": (300_000, "bound on the fused map's voxels: beyond it those seen longest ago go first",
-                       {"integer_range": (1000, 100_000_000)}),
+    "map_depth_tolerance": (MAP_DEPTH_TOLERANCE, "depth/map: a point is confirmed by another keyframe's point "
+                            "within this share of its depth along the ray (and a pixel across it)",
+                            {"float_range": (0.001, 1.0)}),
+    "map_min_keyframes": (MAP_MIN_KEYFRAMES, "keyframes that must agree on a point (its own included) for it to "
+                          "be in depth/map; 1 = every point", {"integer_range": (1, 64)}),
+    "map_max_points": (MAP_MAX_POINTS, "bound on the points the fused map holds: beyond it the oldest "
+                       "keyframes' points go first", {"integer_range": (1000, 100_000_000)}),
     "keyframe_flush_idle_s": (1.0, "when no events came for this long (s), the events collected since the "
                               "last keyframe (at least min_events) make one more keyframe, as at the end of "
                               "focus-ros depth; 0 = never", {"float_range": (0.0, 1e6)}),
@@ -267,6 +270,9 @@ DEPTH_PARAMETERS = {
     "support_neighbours": (_DEPTH.support_neighbours, "radius outlier removal: kept pixels need this many kept "
                            "neighbours (within support_radius_px) at a depth within support_tolerance; 0 = off",
                            {"integer_range": (0, 100)}),
+    "map_support_neighbours": (_DEPTH.map_support_neighbours, "the same rule for the points offered to depth/map "
+                               "(looser: the map keeps only what another keyframe confirms); 0 = off",
+                               {"integer_range": (0, 100)}),
     "support_radius_px": (_DEPTH.support_radius_px, "radius outlier removal window radius (px)",
                           {"integer_range": (1, 20)}),
     "support_tolerance": (_DEPTH.support_tolerance, "radius outlier removal depth tolerance (fraction of the depth)",
@@ -329,7 +335,7 @@ class DepthNode(EstimatingNode):
         self._waiting: tuple[Events, float] | None = None  # a keyframe held while the estimator is busy
         self._waiting_since_s: float | None = None
         self._waiting_stride = 1  # the waiting keyframe holds every k-th event of the keyframes it joins
-        self._map = VoxelMap(value("map_voxel_m"), value("map_min_keyframes"), value("map_max_voxels"))
+        self._map = FusedMap(value("map_depth_tolerance"), value("map_min_keyframes"), value("map_max_points"))
         self._drop_counts_before = {"received": 0, "before_first_pose": 0, "waiting_for_poses": 0}
 
         self._outputs = {
@@ -391,6 +397,7 @@ class DepthNode(EstimatingNode):
             min_confidence_rank=value("min_confidence_rank"), median_filter_px=value("median_filter_px"),
             min_contrast=value("min_contrast"), max_rival_ratio=value("max_rival_ratio"),
             border_planes=value("border_planes"), support_neighbours=value("support_neighbours"),
+            map_support_neighbours=value("map_support_neighbours"),
             support_radius_px=value("support_radius_px"), support_tolerance=value("support_tolerance"),
             auto_depth_range=value("auto_depth_range"), dsi_max_events=value("dsi_max_events"),
             min_parallax_px=value("min_parallax_px"), min_events=value("min_events"))
@@ -629,7 +636,7 @@ class DepthNode(EstimatingNode):
 
     def _publish_map(self, keyframe) -> None:
         """The keyframe's points into the fused map, and the map on depth/map (the runner's thread)."""
-        self._map.add(keyframe.points_world)
+        self._map.add(keyframe.map_points_world, keyframe.world_from_camera, 1.0 / self._calibration.fx)
         map_points, map_support = self._map.points()
         world_frame = self.get_parameter("world_frame_id").value or self._world_frame or "world"
         self._outputs["map"].publish(depth_messages.point_cloud(
@@ -728,7 +735,7 @@ class DepthNode(EstimatingNode):
             "points_per_keyframe": stats["last_points"],
             "latency_max_ms": stats["latency_max_ms"],
             "map_points": stats["map_points"],
-            "map_voxels": len(self._map),
+            "map_points_held": len(self._map),
         }
         self.publish_diagnostics(status, values)
 
