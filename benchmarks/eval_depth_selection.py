@@ -18,7 +18,7 @@ the max-vote baseline at the same density (its most confident points, as many pe
 
 The fused map (focus_ros.depth.fusion.FusedMap) is fed the points a rule offers it (the
 default rules with ``map_support_neighbours`` neighbours instead of ``support_neighbours``),
-keyframe after keyframe; its points are the keyframes' own, each judged in its keyframe's view.
+keyframe after keyframe; each point it publishes is judged in its own keyframe's view.
 
 ``--losses``: the same keyframes and DSIs, every focus loss the depth estimator supports without
 polarity (the default; focus_ros.depth.focus.PATCH_LOSSES less the two that need it; ``all``)
@@ -90,7 +90,7 @@ RULES = {
 #: keyframes that must agree); the first rule is the default's map_support_neighbours
 MAP_RULES = ("contrast 1 + rival 0.5 + border 2 + support 2", "contrast 1 + rival 0.5 + border 2 + support 3",
              DEFAULT_NAME)
-MAP_SETTINGS = tuple((rule, tolerance, min_keyframes) for rule in MAP_RULES for tolerance in (0.01, 0.015, 0.02)
+MAP_SETTINGS = tuple((rule, tolerance, min_keyframes) for rule in MAP_RULES for tolerance in (0.01, 0.015, 0.02, 0.03)
                      for min_keyframes in (2, 3))
 #: the points the defaults offer the map: the default rules with map_support_neighbours
 MAP_CANDIDATES = {**DEFAULT_RULE, "support_neighbours": BASE.map_support_neighbours}
@@ -144,18 +144,28 @@ def max_vote_errors(votes, count: int, reference, settings) -> np.ndarray:
     return published_errors(mask, median_filter_depth(votes.depth_m, mask, settings.median_filter_px), reference)
 
 
-def fused(clouds, errors, depth_tolerance: float, min_keyframes: int):
-    """(points kept, their errors) of a FusedMap fed the clouds [(points, world_from_camera, pixel_rad)]
-    in order; errors: each cloud's point errors in its own keyframe's view, concatenated."""
+def fused(clouds, judge, depth_tolerance: float, min_keyframes: int):
+    """(points published, their errors) of a FusedMap fed the clouds [(points, world_from_camera,
+    pixel_rad, t_ref_ns)] in order; judge(points, t_ref_ns): relative errors of points in the view
+    of the keyframe at t_ref_ns (each published point is judged in its own keyframe's view)."""
     fused_map = FusedMap(depth_tolerance, min_keyframes, max_points=100_000_000)
-    for points, pose, pixel_rad in clouds:
+    for points, pose, pixel_rad, _ in clouds:
         fused_map.add(points, pose, pixel_rad)
-    kept = fused_map.support() >= min_keyframes
-    return int(kept.sum()), errors[kept]
+    published, _ = fused_map.points()
+    kept = np.flatnonzero(fused_map.support() >= min_keyframes)
+    ends = np.cumsum([len(points) for points, *_ in clouds])
+    keyframe = np.searchsorted(ends, kept, side="right")  # the keyframe each published point came from
+    errors = np.full(len(published), np.nan)
+    for index, (_, _, _, t_ref) in enumerate(clouds):
+        mine = keyframe == index
+        if mine.any():
+            errors[mine] = judge(published[mine], t_ref)
+    return len(published), errors
 
 
-def evaluate_sequence(name: str, baseline_fraction: float, settings: DepthSettings, losses=(), rules=True):
-    recording = depth_sequences.load(name)
+def evaluate_sequence(name: str, baseline_fraction: float, settings: DepthSettings, losses=(), rules=True,
+                      seed: int = 0):
+    recording = depth_sequences.load(name, seed=seed)
     calibration = recording.calibration
     pixel_rad = 1.0 / calibration.fx
     duration_s = (recording.events.t[-1] - recording.events.t[0]) / 1e9
@@ -166,8 +176,11 @@ def evaluate_sequence(name: str, baseline_fraction: float, settings: DepthSettin
     baseline = {rule: [] for rule in rule_names}
     seconds, dsi_seconds = [], []
     clouds = {rule: [] for rule in MAP_RULES}  # rule -> [(points_world, pose, pixel_rad)] for the map
-    cloud_errors = {rule: [] for rule in MAP_RULES}
-    per_loss = {loss: dict(errors=[], baseline=[], seconds=[], clouds=[], cloud_errors=[]) for loss in losses}
+    per_loss = {loss: dict(errors=[], baseline=[], seconds=[], clouds=[]) for loss in losses}
+
+    def judge(points, t_ref):
+        return cloud_relative_errors(points, t_ref, truth, trajectory, calibration)
+
     for events, t_ref, index in keyframes:
         started = time.perf_counter()
         keyframe = estimator.estimate(events, trajectory, t_ref)
@@ -192,8 +205,7 @@ def evaluate_sequence(name: str, baseline_fraction: float, settings: DepthSettin
         for rule in MAP_RULES:
             mask, depth = estimator.select(focus, replace(settings, **{**NO_RULES, **RULES[rule]}))
             points, _ = back_project(depth, calibration, pose)
-            clouds[rule].append((points, pose.copy(), pixel_rad))
-            cloud_errors[rule].append(cloud_relative_errors(points, t_ref, truth, trajectory, calibration))
+            clouds[rule].append((points, pose.copy(), pixel_rad, t_ref))
         for loss in losses:
             timing = {}
             features = estimator.focus_features(estimator.dsi, method=MAX_VOTE if loss == MAX_VOTE else "focus",
@@ -208,17 +220,14 @@ def evaluate_sequence(name: str, baseline_fraction: float, settings: DepthSettin
             result["errors"].append(errors)
             result["baseline"].append(max_vote_errors(votes, len(errors), reference, settings))
             points, _ = back_project(offered, calibration, pose)
-            result["clouds"].append((points, pose.copy(), pixel_rad))
-            result["cloud_errors"].append(cloud_relative_errors(points, t_ref, truth, trajectory, calibration))
+            result["clouds"].append((points, pose.copy(), pixel_rad, t_ref))
         print(f"  {name}: keyframe at {t_ref / 1e9:.2f} s, {len(events)} events, planes "
               f"{keyframe.z_range_m[0]:.2f}-{keyframe.z_range_m[1]:.2f} m, {seconds[-1]:.2f} s", file=sys.stderr)
     maps = {}
     for rule, tolerance, min_keyframes in MAP_SETTINGS:
-        errors = np.concatenate(cloud_errors[rule]) if cloud_errors[rule] else np.empty(0)
-        maps[(rule, tolerance, min_keyframes)] = fused(clouds[rule], errors, tolerance, min_keyframes)
+        maps[(rule, tolerance, min_keyframes)] = fused(clouds[rule], judge, tolerance, min_keyframes)
     for result in per_loss.values():
-        errors = np.concatenate(result["cloud_errors"]) if result["cloud_errors"] else np.empty(0)
-        result["map"] = fused(result["clouds"], errors, MAP_DEPTH_TOLERANCE, MAP_MIN_KEYFRAMES)
+        result["map"] = fused(result["clouds"], judge, MAP_DEPTH_TOLERANCE, MAP_MIN_KEYFRAMES)
     return dict(per_rule=per_rule, baseline=baseline, duration_s=duration_s, keyframes=len(keyframes),
                 seconds=seconds, dsi_seconds=dsi_seconds, maps=maps, per_loss=per_loss)
 
@@ -247,8 +256,7 @@ def print_sequence(name: str, result: dict) -> None:
             other = summary(result["baseline"][rule], duration_s).split("|")
             print(f"| {rule} {summary(errors, duration_s)} {other[2].strip()} | {other[3].strip()} |")
         print()
-    print("Fused map (focus_ros.depth.fusion.FusedMap; its points are the keyframes' own, each judged in "
-          "its keyframe's view):\n")
+    print("Fused map (focus_ros.depth.fusion.FusedMap; each point published judged in its keyframe's view):\n")
     print("| points offered by the rule | agreement (share of the depth) | keyframes that agree | map points per 3 s "
           "| median error % | within 5 % | within 10 % |")
     print("|---|---|---|---|---|---|---|")
@@ -291,11 +299,13 @@ def main(argv=None) -> int:
     parser.add_argument("--sequences", default=",".join(depth_sequences.SEQUENCES))
     parser.add_argument("--baseline-fraction", type=float, default=KEYFRAME_BASELINE_FRACTION)
     parser.add_argument("--planes", type=int, default=BASE.planes, help=f"DSI planes (default {BASE.planes})")
-    parser.add_argument("--loss", default=BASE.loss, help=f"focus loss of the rule and map tables (default {BASE.loss})")
+    parser.add_argument("--loss", default=BASE.loss,
+                        help=f"focus loss of the rule and map tables (default {BASE.loss})")
     parser.add_argument("--losses", default="none",
                         help="focus losses to table with the default rules: all, none (default), or NAME,NAME "
                              f"(of {', '.join(PATCH_LOSSES)}, {MAX_VOTE})")
     parser.add_argument("--no-rules", action="store_true", help="no table of the selection rules")
+    parser.add_argument("--seed", type=int, default=0, help="simulation seed of the sequences (default 0)")
     args = parser.parse_args(argv)
     usable = losses_without_polarity()
     losses = {"all": usable, "none": ()}.get(args.losses, tuple(args.losses.split(",")))
@@ -304,11 +314,13 @@ def main(argv=None) -> int:
         parser.error(f"loss {unknown[0]!r} is not one the estimator supports without polarity; choose from "
                      f"{', '.join(usable)}")
     print(f"command: .venv/bin/python benchmarks/eval_depth_selection.py --sequences {args.sequences} "
-          f"--baseline-fraction {args.baseline_fraction:g} --planes {args.planes} --loss {args.loss} --losses {args.losses}"
-          f"{' --no-rules' if args.no_rules else ''}\n")
+          f"--baseline-fraction {args.baseline_fraction:g} --planes {args.planes} --loss {args.loss} "
+          f"--losses {args.losses}"
+          f"{' --no-rules' if args.no_rules else ''} --seed {args.seed}\n")
     settings = replace(BASE, planes=args.planes, loss=args.loss)
     for name in args.sequences.split(","):
-        print_sequence(name, evaluate_sequence(name, args.baseline_fraction, settings, losses, not args.no_rules))
+        print_sequence(name, evaluate_sequence(name, args.baseline_fraction, settings, losses, not args.no_rules,
+                                               args.seed))
     return 0
 
 

@@ -1,6 +1,6 @@
 """The fused depth map (focus_ros.depth.fusion.FusedMap): a surface that several keyframes see is
 confirmed wherever it is, near or far (agreement relative to the depth), a point only one
-keyframe claims is not, and the map stays within its bound."""
+keyframe claims is not, agreeing estimates are averaged, and the map stays within its bound."""
 
 import numpy as np
 import pytest
@@ -47,6 +47,22 @@ def test_a_surface_seen_by_two_keyframes_with_1_percent_noise_is_confirmed_near_
     # except for the 5 % strip the camera moved by: 5 % of the depth is 10 px at f = 200 px)
     assert len(points) > 0.9 * len(fused)
     assert np.all(np.abs(points[:, 2] / wall_z_m - 1) < 0.06)  # 1 % noise: no point 6 sigma off
+
+
+def test_where_keyframes_agree_their_estimates_are_averaged():
+    """Two keyframes, each with an independent 1 % depth error per point: a published point lies
+    at the mean of its own log depth and the other keyframe's points around it, so its error is at
+    most 1/sqrt(2) of one estimate's (less still when several of the other's points are around
+    it); the wall at z = 2 m is then nearer in the map than in either keyframe."""
+    rng = np.random.default_rng(5)
+    first, second = _pose([0.0, 0.0, 0.0]), _pose([0.1, 0.0, 0.0])
+    fused = FusedMap(depth_tolerance=0.015, min_keyframes=2)
+    fused.add(_wall_seen_from(first, 2.0, rng, noise=0.01), first, PIXEL_RAD)
+    fused.add(_wall_seen_from(second, 2.0, rng, noise=0.01), second, PIXEL_RAD)
+    published = fused.points()[0]
+    as_estimated = np.median(np.abs(fused.points_world[:, 2] / 2.0 - 1))
+    assert 0.005 < as_estimated < 0.008  # 0.674 sigma: the median of |N(0, 1 %)|
+    assert np.median(np.abs(published[:, 2] / 2.0 - 1)) < as_estimated / np.sqrt(2)
 
 
 @pytest.mark.parametrize("wall_z_m", [0.6, 4.0])

@@ -64,8 +64,8 @@ def test_a_6dof_bag_replayed_gives_clouds_and_a_map_within_the_offline_bounds(ro
     """Offline (`focus-ros depth` with its defaults, the same sequence unshifted, 2026-11-25):
     4 keyframes by parallax, 9,567 points, median relative error 1.6 %, 78 % within 5 % (each
     cloud judged from the ground-truth map nearest its reference time); the fused map (agreement
-    within 1.5 % of the depth, from the looser map_support_neighbours) 5,364 points, median
-    1.3 %, 87 % within 5 %. Bounds with margin for the keyframes the node cuts
+    within 2 % of the depth, from the looser map_support_neighbours, agreeing estimates
+    averaged) 6,191 points, median 1.2 %, 87 % within 5 %. Bounds with margin for the keyframes the node cuts
     (the scene depth it tracks arrives with each result, and keyframes completed while the
     estimator is busy are merged, so its keyframes can end at other events than offline). A
     defect through ROS (poses from the wrong time, the map in another frame, keyframes mixed

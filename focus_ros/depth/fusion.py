@@ -16,9 +16,13 @@ and a held point agree when their cells touch (the cell or one of its 26 neighbo
 Every pair of keyframes is compared once, when the later one arrives, in its own view; the
 earlier one's points are there (held), wherever it saw them from.
 
-The map holds the points themselves (not voxel means: a mean over a cell mixes the two sides of
+The map holds the keyframes' points (not voxel means: a mean over a cell mixes the two sides of
 a depth edge and is less accurate than the points it averages), each with a bit mask of the
-keyframes that agree with it (its own included; bit = keyframe index mod 64). It is bounded:
+keyframes that agree with it (its own included; bit = keyframe index mod 64). Where keyframes
+agree, their estimates are averaged: each comparison also gives the mean log depth of the other
+keyframe's points in the touching cells, and a published point lies on its own keyframe's ray
+at the mean of its own log depth and those (independent errors average out; the baselines are
+a few percent of the depth, so the rays of one surface point nearly coincide). It is bounded:
 beyond ``max_points`` the points of the oldest keyframes go first, so memory stays flat on a
 long run. Cost per keyframe: the held points are moved into the new camera's frame (one matrix
 product), those inside the new points' cells are sorted once, and each new cell looks up its 27
@@ -36,9 +40,9 @@ _OFFSET = 1 << (_BITS - 1)
 #: key offsets of the 27 cells around a cell (packing is linear while each coordinate stays in range)
 _NEIGHBOUR_KEYS = np.array([(dx << (2 * _BITS)) + (dy << _BITS) + dz
                             for dx in (-1, 0, 1) for dy in (-1, 0, 1) for dz in (-1, 0, 1)], np.int64)
-#: defaults, chosen from EVALUATION.md's table (6-DoF depth, the fused map): agreement within 1.5 %
+#: defaults, chosen from EVALUATION.md's table (6-DoF depth, the fused map): agreement within 2 %
 #: of the depth along the ray and a pixel across it, 2 keyframes, a bound of 300,000 points
-MAP_DEPTH_TOLERANCE = 0.015
+MAP_DEPTH_TOLERANCE = 0.02
 MAP_MIN_KEYFRAMES = 2
 MAP_MAX_POINTS = 300_000
 #: nearest depth a point may have in a keyframe's view to be compared (m); nearer ones (and
@@ -53,10 +57,11 @@ def _popcount(values: np.ndarray) -> np.ndarray:
 
 @njit(cache=True, nogil=True)
 def _cell_keys(points, rotation, position, pixel_rad, depth_tolerance):
-    """Packed cell key (int64) of each world point (M, 3) m seen from the camera (rotation,
+    """(packed cell key (int64), ln z) of each world point (M, 3) m seen from the camera (rotation,
     position: world_from_camera): x/z and y/z over pixel_rad, ln z over depth_tolerance (floor,
-    clipped to the packable range); -1 for points behind the camera or nearer than _MIN_DEPTH_M."""
+    clipped to the packable range); key -1 for points behind the camera or nearer than _MIN_DEPTH_M."""
     keys = np.empty(len(points), np.int64)
+    log_depths = np.zeros(len(points))
     for i in range(len(points)):
         dx = points[i, 0] - position[0]
         dy = points[i, 1] - position[1]
@@ -67,18 +72,21 @@ def _cell_keys(points, rotation, position, pixel_rad, depth_tolerance):
             continue
         x = rotation[0, 0] * dx + rotation[1, 0] * dy + rotation[2, 0] * dz
         y = rotation[0, 1] * dx + rotation[1, 1] * dy + rotation[2, 1] * dz
+        log_depths[i] = np.log(z)
         key = 0
-        for value in (x / (z * pixel_rad), y / (z * pixel_rad), np.log(z) / depth_tolerance):
+        for value in (x / (z * pixel_rad), y / (z * pixel_rad), log_depths[i] / depth_tolerance):
             cell = min(max(np.floor(value), 1.0 - _OFFSET), _OFFSET - 2.0)
             key = (key << _BITS) | (int(cell) + _OFFSET)
         keys[i] = key
-    return keys
+    return keys, log_depths
 
 
 @njit(cache=True, nogil=True)
-def _confirm_held(held_keys, held_own_bits, held_agreed, bit, near_keys, near_bits):
+def _confirm_held(held_keys, held_log_depths, held_own_bits, held_agreed, held_shift, held_shifts, bit, near_keys,
+                  near_new_mean, near_bits, near_sum, near_count):
     """Held points whose cell is one of near_keys (sorted: the cells touching a new point's) gain
-    ``bit`` (the new keyframe's); each such cell collects the held points' own bits."""
+    ``bit`` (the new keyframe's) and a shift (near_new_mean, the new points' mean ln z around that
+    cell, minus their own ln z); each such cell collects the held points' own bits and ln z."""
     for i in range(len(held_keys)):
         key = held_keys[i]
         if key < 0:
@@ -86,7 +94,11 @@ def _confirm_held(held_keys, held_own_bits, held_agreed, bit, near_keys, near_bi
         j = np.searchsorted(near_keys, key)
         if j < len(near_keys) and near_keys[j] == key:
             held_agreed[i] |= bit
+            held_shift[i] += near_new_mean[j] - held_log_depths[i]
+            held_shifts[i] += 1
             near_bits[j] |= held_own_bits[i]
+            near_sum[j] += held_log_depths[i]
+            near_count[j] += 1
 
 
 class FusedMap:
@@ -110,9 +122,12 @@ class FusedMap:
         self.clear()
 
     def clear(self) -> None:
-        self.points_world = np.empty((0, 3), np.float32)  # every point held (m)
+        self.points_world = np.empty((0, 3), np.float32)  # every point held, as estimated (m)
+        self.origins = np.empty((0, 3), np.float32)       # its keyframe's camera position (m)
         self.own_bit = np.empty(0, np.uint64)               # bit of the keyframe that made each point
         self.agreed_by = np.empty(0, np.uint64)             # bits of the keyframes that agree (own included)
+        self.shift = np.empty(0, np.float64)                # sum over the comparisons: others' mean ln z - own
+        self.shifts = np.empty(0, np.int64)                 # how many comparisons found others around it
         self.keyframes = 0
 
     def __len__(self) -> int:
@@ -129,23 +144,40 @@ class FusedMap:
         points = np.asarray(points_world, np.float32).reshape(-1, 3)
         points = np.ascontiguousarray(points[np.all(np.isfinite(points), axis=1)])
         agreed = np.full(len(points), bit, np.uint64)
+        shift, shifts = np.zeros(len(points)), np.zeros(len(points), np.int64)
         pose = np.asarray(world_from_camera, np.float64)
         rotation, position = np.ascontiguousarray(pose[:3, :3]), np.ascontiguousarray(pose[:3, 3])
-        new_keys = _cell_keys(points, rotation, position, float(pixel_rad), self.depth_tolerance)
-        seen = new_keys >= 0
-        if seen.any() and len(self.points_world):
+        new_keys, new_log_depths = _cell_keys(points, rotation, position, float(pixel_rad), self.depth_tolerance)
+        seen = np.flatnonzero(new_keys >= 0)
+        if len(seen) and len(self.points_world):
             cells, inverse = np.unique(new_keys[seen], return_inverse=True)
+            inverse = inverse.reshape(-1)
             around = cells[:, None] + _NEIGHBOUR_KEYS[None, :]  # the 27 cells touching each new cell
             near_keys = np.sort(around, axis=None)  # their union (np.unique's hash path is slower)
             near_keys = near_keys[np.r_[True, near_keys[1:] != near_keys[:-1]]]
+            index = np.searchsorted(near_keys, around)  # (cells, 27): every one is there
+            # the new points' mean ln z around each near cell
+            cell_sum = np.bincount(inverse, new_log_depths[seen], len(cells))
+            cell_count = np.bincount(inverse, None, len(cells))
+            near_new_mean = (np.bincount(index.ravel(), np.repeat(cell_sum, 27), len(near_keys)) /
+                             np.bincount(index.ravel(), np.repeat(cell_count, 27), len(near_keys)))
             near_bits = np.zeros(len(near_keys), np.uint64)
-            held_keys = _cell_keys(self.points_world, rotation, position, float(pixel_rad), self.depth_tolerance)
-            _confirm_held(held_keys, self.own_bit, self.agreed_by, bit, near_keys, near_bits)
-            gained = np.bitwise_or.reduce(near_bits[np.searchsorted(near_keys, around)], axis=1)
-            agreed[seen] |= gained[inverse.reshape(-1)]
+            near_sum, near_count = np.zeros(len(near_keys)), np.zeros(len(near_keys), np.int64)
+            held_keys, held_log_depths = _cell_keys(self.points_world, rotation, position, float(pixel_rad),
+                                                    self.depth_tolerance)
+            _confirm_held(held_keys, held_log_depths, self.own_bit, self.agreed_by, self.shift, self.shifts, bit,
+                          near_keys, near_new_mean, near_bits, near_sum, near_count)
+            agreed[seen] |= np.bitwise_or.reduce(near_bits[index], axis=1)[inverse]
+            held_sum, held_count = near_sum[index].sum(axis=1)[inverse], near_count[index].sum(axis=1)[inverse]
+            found = held_count > 0
+            shift[seen[found]] = held_sum[found] / held_count[found] - new_log_depths[seen[found]]
+            shifts[seen[found]] = 1
         self.points_world = np.concatenate([self.points_world, points])
+        self.origins = np.concatenate([self.origins, np.repeat(position[None].astype(np.float32), len(points), 0)])
         self.own_bit = np.concatenate([self.own_bit, np.full(len(points), bit, np.uint64)])
         self.agreed_by = np.concatenate([self.agreed_by, agreed])
+        self.shift = np.concatenate([self.shift, shift])
+        self.shifts = np.concatenate([self.shifts, shifts])
         self._bound()
 
     def support(self) -> np.ndarray:
@@ -154,16 +186,19 @@ class FusedMap:
 
     def points(self) -> tuple[np.ndarray, np.ndarray]:
         """(points (N, 3) float32 m: every point held that at least min_keyframes keyframes agree
-        on, support (N,) float32: how many do)."""
+        on, on its keyframe's ray at the mean of its own log depth and the other keyframes' around
+        it (module docstring); support (N,) float32: how many keyframes agree)."""
         support = self.support()
-        kept = support >= self.min_keyframes
-        return self.points_world[kept], support[kept].astype(np.float32)
+        kept = np.flatnonzero(support >= self.min_keyframes)
+        origins = self.origins[kept].astype(np.float64)
+        scale = np.exp(self.shift[kept] / (1 + self.shifts[kept]))
+        points = origins + (self.points_world[kept] - origins) * scale[:, None]
+        return points.astype(np.float32), support[kept].astype(np.float32)
 
     def _bound(self) -> None:
         """Drop the points of the oldest keyframes beyond max_points (the points are held in
         the order their keyframes came)."""
         excess = len(self.points_world) - self.max_points
         if excess > 0:
-            self.points_world = self.points_world[excess:]
-            self.own_bit = self.own_bit[excess:]
-            self.agreed_by = self.agreed_by[excess:]
+            for name in ("points_world", "origins", "own_bit", "agreed_by", "shift", "shifts"):
+                setattr(self, name, getattr(self, name)[excess:])
