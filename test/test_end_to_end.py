@@ -106,3 +106,40 @@ def check_estimates(estimates, node_log, bag, recording, env, tmp_path):
     offline = np.array([[float(row["wx"]), float(row["wy"]), float(row["wz"])] for row in rows])
     assert np.all(np.abs(offline_t_ns - t_ns) <= 1000)
     np.testing.assert_allclose(omega, offline, atol=1e-6)
+
+
+def test_paced_replay_keeps_up_with_windows_larger_than_the_events_lead(simulated_bag, tmp_path, monkeypatch):
+    """Windows of many more events than ``--pace-lead-events`` (as the auto windows of a
+    1280x720 sensor hold millions of events): the replayer also lets ``--pace-lead-s`` of event
+    time run ahead (default 0.25 s: the next estimate needs the next window's end, half a window
+    and a stride past the last estimate's stamp, 75 ms here), so every window completes and is
+    estimated while the bag plays. With the events bound alone (``--pace-lead-s 0``) each message
+    waited for an estimate that could not come before its window was complete (pace_timeout_s,
+    2 s, per message: minutes for this bag), and the replay below did not end within its time
+    limit."""
+    _, recording = simulated_bag
+    bag = tmp_path / "small_messages.bag2"  # messages of 1,000 events (~1 ms here, as a driver's): 50 per window
+    write_bag(bag, recording, version=2, storage="mcap", events_per_message=1000)
+    window_events = 50_000  # about 50 ms of this sequence: 10 times the events lead below
+    with client_node("e2e_pace", monkeypatch) as (env, collector, executor):
+        estimates, reports = [], []
+        collector.create_subscription(TwistStamped, "/angular_velocity", estimates.append, 1000)
+        collector.create_subscription(DiagnosticArray, "/diagnostics", reports.append, 10)
+        with NodeProcess([executable("angular_velocity_node"), "--ros-args", "--params-file",
+                          str(REPOSITORY_ROOT / "config" / "davis240c.yaml"), "-r", "events:=/dvs/events",
+                          "-p", "qos_reliability:=reliable", "-p", "queue_policy:=all",
+                          "-p", f"window_events:={window_events}"],
+                         env, tmp_path / "node.log") as node:
+            assert spin_until(executor, lambda: reports, 30.0), node.log()
+            with NodeProcess([executable("focus-ros"), "replay", str(bag), "--paced", "--pace-lead-events", "5000"],
+                             env, tmp_path / "replay.log") as replay:
+                assert spin_until(executor, lambda: not replay.alive(), 90.0), "paced replay stalled: " + replay.log()
+                assert replay.process.wait(timeout=1) == 0, replay.log()
+            expected_windows = len(recording.events) // window_events
+
+            def estimated_windows():  # published or withheld, from the node's last report
+                values = {kv.key: kv.value for status in reports[-1].status for kv in status.values}
+                return int(values.get("windows_processed", 0)) + int(values.get("degenerate_windows", 0))
+            spin_until(executor, lambda: estimated_windows() >= expected_windows, 30.0)
+            assert estimated_windows() == expected_windows, (estimated_windows(), expected_windows, node.log())
+    assert len(estimates) >= 1

@@ -13,8 +13,12 @@ Pacing (``rate``):
 - ``rate > 0``: at ``rate`` times real time (1.0 = as recorded);
 - ``rate == 0``: as fast as the estimator consumes: after each event message the
   replayer waits until the estimates published on ``pace_topic`` (TwistStamped, stamp =
-  window reference time) have caught up to within ``pace_lead_events`` events of what was
-  published (or ``pace_timeout_s`` passed), so no window is dropped for lack of time.
+  window reference time) have caught up to within ``pace_lead_events`` events or
+  ``pace_lead_s`` seconds of event time of what was published (whichever allows more; or
+  ``pace_timeout_s`` passed), so no window is dropped for lack of time. The lead must hold
+  more than half a window and a stride: the events bound serves fixed windows of events, the
+  time bound the angular velocity node's auto windows (at most ``max_window_duration_s``,
+  0.1 s, whatever the sensor's event rate: on a 1280x720 sensor that is millions of events).
 
 ``ros2 run focus_ros replay_node --ros-args -p bag:=/data/boxes_rotation.bag -p rate:=0.5``
 or ``focus-ros replay /data/boxes_rotation.bag --rate 0.5``.
@@ -61,7 +65,8 @@ class BagReplayer(FocusNode):
     def __init__(self, bag: str | None = None, rate: float | None = None, **kwargs):
         super().__init__("replay_node", **kwargs)
         declare = self.declare_parameter
-        declare("bag", bag or "", ParameterDescriptor(description="ROS 1 .bag file or ROS 2 bag folder", read_only=True))
+        declare("bag", bag or "", ParameterDescriptor(description="ROS 1 .bag file or ROS 2 bag folder",
+                                                      read_only=True))
         declare("rate", 1.0 if rate is None else float(rate), ParameterDescriptor(
             description="replay rate factor: 1 = real time, 0 = as fast as the estimator consumes",
             floating_point_range=[FloatingPointRange(from_value=0.0, to_value=1000.0, step=0.0)]))
@@ -71,6 +76,10 @@ class BagReplayer(FocusNode):
         declare("pace_lead_events", 60000, ParameterDescriptor(
             description="with rate 0: events published ahead of the last estimate (>= one window + stride)",
             integer_range=[IntegerRange(from_value=1, to_value=100_000_000, step=1)]))
+        declare("pace_lead_s", 0.25, ParameterDescriptor(
+            description="with rate 0: or this much event time (s) published ahead of the last estimate "
+                        "(>= half the longest window + stride; the auto windows last at most 0.1 s)",
+            floating_point_range=[FloatingPointRange(from_value=0.0, to_value=3600.0, step=0.0)]))
         declare("pace_timeout_s", 2.0, ParameterDescriptor(description="with rate 0: longest wait for an estimate (s)"))
         declare("wait_for_subscribers_s", 5.0,
                 ParameterDescriptor(description="wait this long for a subscriber to the events before playing"))
@@ -80,7 +89,7 @@ class BagReplayer(FocusNode):
         self._source = bags.open_bag_messages(self.bag_path, topics or None)
         qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100, reliability=ReliabilityPolicy.RELIABLE)
         self._topic_publishers = {topic: self.create_publisher(message_class(msgtype), topic, qos)
-                            for topic, msgtype in self._source.topics.items()}
+                                  for topic, msgtype in self._source.topics.items()}
         self._event_topics = [t for t, msgtype in self._source.topics.items() if msgtype in EVENT_TYPES]
         self._estimated_until_ns = -1
         self._estimate_count = 0
@@ -140,7 +149,8 @@ class BagReplayer(FocusNode):
         return self.published_messages
 
     def _wait_for_consumer(self, executor, event_times, event_totals, final=False) -> None:
-        """Block until the estimates cover all but pace_lead_events of what was published.
+        """Block until the estimates cover all but pace_lead_events (or pace_lead_s of event time)
+        of what was published.
 
         An estimate stamped t_ref shows the estimator has taken in the events up to the
         message holding t_ref (at least). With ``final``, wait until estimates stop coming.
@@ -155,17 +165,19 @@ class BagReplayer(FocusNode):
                 if not self._estimate_arrived.is_set():
                     return
         lead = self.get_parameter("pace_lead_events").value
+        lead_ns = int(self.get_parameter("pace_lead_s").value * NANOSECONDS_PER_SECOND)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             index = bisect_right(event_times, self._estimated_until_ns) - 1
             estimated_events = event_totals[index - 1] if index > 0 else 0
-            if self.published_events - estimated_events <= lead:
+            estimated_until_ns = max(self._estimated_until_ns, event_times[0])
+            if self.published_events - estimated_events <= lead or event_times[-1] - estimated_until_ns <= lead_ns:
                 return
             executor.spin_once(timeout_sec=0.01)
 
 
 def replay_bag(bag: str, rate: float, pace_topic: str, pace_lead_events: int, wait_for_subscribers_s: float,
-               topics: list[str] | None = None) -> tuple[int, int]:
+               topics: list[str] | None = None, pace_lead_s: float = 0.25) -> tuple[int, int]:
     """``focus-ros replay``: play ``bag`` once in a ROS context of its own (``rate`` as the node's
     parameter: 0 = paced on ``pace_topic``), with a progress bar on stderr; returns (messages,
     events) published."""
@@ -176,6 +188,7 @@ def replay_bag(bag: str, rate: float, pace_topic: str, pace_lead_events: int, wa
     node = None
     try:
         overrides = [Parameter("pace_topic", value=pace_topic), Parameter("pace_lead_events", value=pace_lead_events),
+                     Parameter("pace_lead_s", value=float(pace_lead_s)),
                      Parameter("wait_for_subscribers_s", value=float(wait_for_subscribers_s))]
         if topics:
             overrides.append(Parameter("topics", value=list(topics)))
