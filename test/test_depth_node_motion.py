@@ -49,17 +49,6 @@ def _stamp_ns(message) -> int:
     return message.header.stamp.sec * 1_000_000_000 + message.header.stamp.nanosec
 
 
-def _map_errors(points, stamps, ground_truth, trajectory, calibration) -> np.ndarray:
-    """Relative depth error of every map point, seen from the first keyframe's view that has it."""
-    from focus_ros.evaluation.depth import cloud_relative_errors
-
-    errors = np.full(len(points), np.nan)
-    for stamp in stamps:
-        missing = np.flatnonzero(np.isnan(errors))
-        errors[missing] = cloud_relative_errors(points[missing], stamp, ground_truth, trajectory, calibration)
-    return errors
-
-
 def test_a_6dof_bag_replayed_gives_clouds_and_a_map_within_the_offline_bounds(ros, six_dof, tmp_path):
     """Offline (`focus-ros depth` with its defaults, the same sequence unshifted, 2026-11-25):
     4 keyframes by parallax, 9,567 points, median relative error 1.6 %, 78 % within 5 % (each
@@ -70,7 +59,7 @@ def test_a_6dof_bag_replayed_gives_clouds_and_a_map_within_the_offline_bounds(ro
     estimator is busy are merged, so its keyframes can end at other events than offline). A
     defect through ROS (poses from the wrong time, the map in another frame, keyframes mixed
     up) moves points by tens of percent."""
-    from focus_ros.evaluation.depth import cloud_error_summary, cloud_relative_errors
+    from focus_ros.evaluation.depth import cloud_error_summary, cloud_relative_errors, map_relative_errors
     from focus_ros.sources.bags import read_bag_depth, write_bag
 
     bag = tmp_path / "six_dof.bag2"
@@ -105,7 +94,7 @@ def test_a_6dof_bag_replayed_gives_clouds_and_a_map_within_the_offline_bounds(ro
     assert fused.header.frame_id == clouds[-1].header.frame_id == "world"
     map_points = depth_messages.cloud_points(fused)[0]
     assert len(map_points) > 2000
-    map_summary = cloud_error_summary(_map_errors(map_points, stamps, ground_truth, trajectory, calibration))
+    map_summary = cloud_error_summary(map_relative_errors(map_points, stamps, ground_truth, trajectory, calibration))
     assert map_summary["median_relative_error"] < 0.025 and map_summary["within_5_percent"] > 0.8, map_summary
     assert map_summary["within_5_percent"] > clouds_summary["within_5_percent"], (map_summary, clouds_summary)
     # a subscriber that comes late gets the map as it stands (transient local)

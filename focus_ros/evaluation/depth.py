@@ -501,6 +501,21 @@ def cloud_relative_errors(points_world: np.ndarray, t_ref_ns: int, ground_truth,
     return errors
 
 
+def map_relative_errors(points_world: np.ndarray, keyframe_stamps_ns, ground_truth, trajectory,
+                        calibration: Calibration) -> np.ndarray:
+    """Relative depth error of each point of a fused map (world frame, M x 3 m), judged as
+    :func:`cloud_relative_errors` judges a keyframe's cloud, in the first keyframe's view (of
+    ``keyframe_stamps_ns``, the keyframes' reference times in order) that sees it with ground
+    truth: a map point carries no keyframe of its own. NaN where no keyframe's view has it."""
+    errors = np.full(len(points_world), np.nan)
+    for stamp in keyframe_stamps_ns:
+        missing = np.flatnonzero(np.isnan(errors))
+        if not len(missing):
+            break
+        errors[missing] = cloud_relative_errors(points_world[missing], stamp, ground_truth, trajectory, calibration)
+    return errors
+
+
 def cloud_error_summary(errors: np.ndarray) -> dict:
     """median relative error, share within 5 % (of the points with ground truth), points."""
     known = errors[np.isfinite(errors)]

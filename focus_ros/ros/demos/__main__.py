@@ -5,7 +5,7 @@
 - rotation (:mod:`focus_ros.ros.demos.rotation`): a simulated DAVIS240C rotation through
   ``angular_velocity_node``, RMS error against ground truth, plots;
 - depth (:mod:`focus_ros.ros.demos.depth`): the simulated slider through ``depth_node``,
-  depth error of the clouds against ground truth, pictures.
+  depth error of the clouds and of the fused map against ground truth, pictures.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@
    events, camera_info and poses as a ROS 2 bag;
 2. start ``depth_node`` as ``ros2 run`` would (entry point, params file);
 3. replay the bag onto ROS 2 topics in real time (``focus_ros.ros.replay_node``), collect
-   the published ``depth/points`` clouds and ``depth/image_color`` pictures;
-4. print the clouds' depth error against the ground truth (``focus_ros.evaluation.depth``) and write
+   the published ``depth/points`` clouds, the fused ``depth/map`` and ``depth/image_color`` pictures;
+4. print the clouds' and the map's depth error against the ground truth
+   (``focus_ros.evaluation.depth``) and write
    ``depth_cloud.png`` (a rendered view of all clouds, coloured by depth) and
    ``depth_map.png`` (one keyframe's depth map as the node publishes it, beside the
    ground truth).
@@ -24,7 +25,8 @@ import numpy as np
 
 from focus_ros.camera import Calibration
 from focus_ros.events import NANOSECONDS_PER_SECOND
-from focus_ros.evaluation.depth import cloud_error_summary, cloud_relative_errors, expected_keyframes
+from focus_ros.evaluation.depth import (cloud_error_summary, cloud_relative_errors, expected_keyframes,
+                                        map_relative_errors)
 from focus_ros.poses import Trajectory
 from focus_ros.ros.demos.session import CONFIG_FOLDER, node_and_replayer
 from focus_ros.sources.depth_maps import DepthGroundTruth
@@ -57,7 +59,7 @@ def simulate_slider(args):
 
 
 def run_depth_node_and_replay(args, bag: Path, expected: int):
-    """Start depth_node, replay the bag in real time, collect clouds and colour depth maps."""
+    """Start depth_node, replay the bag in real time, collect clouds, maps and colour depth maps."""
     from sensor_msgs.msg import Image, PointCloud2
 
     params = CONFIG_FOLDER / "depth_davis240c.yaml"
@@ -70,22 +72,23 @@ def run_depth_node_and_replay(args, bag: Path, expected: int):
         command += ["-p", override]
     print(f"[depth 2/4] starting the node: depth_node --ros-args --params-file {params.name} "
           f"-r events:=/dvs/events -r pose:=/optitrack/davis -p {' -p '.join(overrides)}")
-    clouds, pictures = [], []
+    clouds, maps, pictures = [], [], []
     with node_and_replayer(command, node_log, bag, rate=1.0) as (collector, replayer, executor):
         collector.create_subscription(PointCloud2, "/depth/points", clouds.append, 100)
+        collector.create_subscription(PointCloud2, "/depth/map", maps.append, 10)
         collector.create_subscription(Image, "/depth/image_color", pictures.append, 100)
         print("[depth 3/4] replaying the bag onto /dvs/events, /dvs/camera_info, /optitrack/davis in real time ...")
         started = time.monotonic()
         replayer.play(executor)
         deadline = time.monotonic() + 30.0   # the last keyframes: computed, then flushed after 1 s idle
-        while len(clouds) < expected and time.monotonic() < deadline:
+        while (len(clouds) < expected or len(maps) < len(clouds)) and time.monotonic() < deadline:
             executor.spin_once(timeout_sec=0.1)
         print(f"      {replayer.published_events:,} events in {time.monotonic() - started:.1f} s, "
               f"{len(clouds)} point clouds back (of {expected} keyframes)")
-    return clouds, pictures, node_log
+    return clouds, maps, pictures, node_log
 
 
-def report(args, recording, clouds, pictures, node_log) -> int:
+def report(args, recording, clouds, maps, pictures, node_log) -> int:
     from focus_ros.evaluation.depth_report import plot_cloud  # matplotlib: only when there is something to draw
     from focus_ros.ros import depth_messages
 
@@ -107,6 +110,14 @@ def report(args, recording, clouds, pictures, node_log) -> int:
     print(f"[depth 4/4] depth error against ground truth over {len(clouds)} keyframes of "
           f"{args.keyframe_events:,} events: median relative error {100 * summary['median_relative_error']:.2f} %, "
           f"{100 * summary['within_5_percent']:.1f} % of points within 5 %, {summary['points']:,} points")
+    if maps:  # the last map holds every point the keyframes agree on so far
+        fields = depth_messages.decode_point_cloud(maps[-1])
+        map_points = np.column_stack([fields["x"], fields["y"], fields["z"]])
+        fused = cloud_error_summary(map_relative_errors(map_points, stamps, ground_truth, trajectory,
+                                                        recording.calibration))
+        print(f"      fused map (depth/map, points another keyframe confirms): median relative error "
+              f"{100 * fused['median_relative_error']:.2f} %, {100 * fused['within_5_percent']:.1f} % of points "
+              f"within 5 %, {fused['points']:,} points")
     cloud_picture = args.output / "depth_cloud.png"
     map_picture = args.output / "depth_map.png"
     middle_ns = stamps[len(stamps) // 2]
@@ -149,5 +160,5 @@ def write_depth_map_picture(pictures, ground_truth: DepthGroundTruth, calibratio
 def run(args) -> int:
     bag, recording = simulate_slider(args)
     expected = expected_keyframes(len(recording.events), args.keyframe_events)
-    clouds, pictures, node_log = run_depth_node_and_replay(args, bag, expected)
-    return report(args, recording, clouds, pictures, node_log)
+    clouds, maps, pictures, node_log = run_depth_node_and_replay(args, bag, expected)
+    return report(args, recording, clouds, maps, pictures, node_log)
