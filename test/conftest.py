@@ -25,6 +25,13 @@ def slice_folder(name: str) -> Path:
     return folder
 
 
+def slice_events(name: str):
+    """The events (focus_ros.events.Events) of one real ECD slice, or skip as slice_folder does."""
+    from focus_ros.sources.ecd import read_ecd_folder
+
+    return read_ecd_folder(slice_folder(name)).events
+
+
 @pytest.fixture
 def boxes_rotation_folder() -> Path:
     return slice_folder("boxes_rotation")

@@ -21,11 +21,10 @@ from event_camera_msgs.msg import EventPacket  # noqa: E402
 from geometry_msgs.msg import TwistStamped  # noqa: E402
 from sensor_msgs.msg import CameraInfo, Image  # noqa: E402
 
-from conftest import REPOSITORY_ROOT, slice_folder  # noqa: E402
+from conftest import REPOSITORY_ROOT, slice_events  # noqa: E402
 from focus_ros import codecs  # noqa: E402
 from focus_ros.camera import Calibration  # noqa: E402
 from focus_ros.events import Events  # noqa: E402
-from focus_ros.sources.ecd import read_ecd_folder  # noqa: E402
 from ros_harness import check_worker_restart_reported, executable, node_session, spin_until  # noqa: E402
 
 #: published contrast-maximisation estimate over the boxes_rotation slice (its README), rad/s
@@ -45,10 +44,6 @@ def start_node(ros, *ros_args, params_file=PARAMS_FILE, reliable=True):
     return ros.start("angular_velocity_node", *ros_args, params_file=params_file, reliable=reliable)
 
 
-def boxes_events() -> Events:
-    return read_ecd_folder(slice_folder("boxes_rotation")).events
-
-
 def publish_event_array(ros, events: Events, topic="/dvs/events", per_message=5000, frame_id="dvs"):
     publisher = ros.publisher(EventArray, topic, 100)
     for start in range(0, len(events), per_message):
@@ -63,7 +58,7 @@ def test_node_estimates_real_events_from_event_array(ros):
     # the first messages go while discovery settles
     node = start_node(ros, "-r", "events:=/dvs/events", "-p", "camera_info_timeout_s:=0.5", reliable=False)
     estimates = ros.collect(TwistStamped, "/angular_velocity")
-    events = boxes_events()
+    events = slice_events("boxes_rotation")
     publish_event_array(ros, events)
     shift = int(events.t[-1] - events.t[0]) + 1000
     publish_event_array(ros, Events(events.x, events.y, events.t + shift, events.p))
@@ -83,7 +78,7 @@ def test_node_decodes_event_packets_evt3(ros):
     node = start_node(ros, "-r", "events:=/event_camera/events", "-p", "camera_info_timeout_s:=0.5",
                            "-p", "event_message_type:=event_camera_msgs/EventPacket")
     estimates = ros.collect(TwistStamped, "/angular_velocity")
-    events = boxes_events()
+    events = slice_events("boxes_rotation")
     # EVT3 carries microseconds; the dataset's times are microseconds written as 49.006624999 s
     events = Events(events.x, events.y, (events.t + 500) // 1000 * 1000, events.p)
     publisher = ros.publisher(EventPacket, "/event_camera/events", 100)
@@ -107,7 +102,7 @@ def test_compensated_image_is_sharper_than_uncompensated(ros):
     estimates = ros.collect(TwistStamped, "/angular_velocity")
     # the node only renders images while someone subscribes: let it see the subscriptions
     spin_until(ros.executor, lambda: False, 1.0)
-    publish_event_array(ros, boxes_events())
+    publish_event_array(ros, slice_events("boxes_rotation"))
     assert spin_until(ros.executor, lambda: before and after, 60.0), node.log()
     # the estimate is published just before its images, on another topic: it may be delivered later
     assert spin_until(ros.executor, lambda: estimates, 10.0), node.log()
@@ -130,7 +125,7 @@ def test_bad_input_is_logged_once_and_good_data_still_estimated(ros):
     diagnostics = ros.collect(DiagnosticArray, "/diagnostics")
     publisher = ros.publisher(EventArray, "/dvs/events", 100)
     spin_until(ros.executor, lambda: False, 1.0)  # fallback calibration in place
-    events = boxes_events()
+    events = slice_events("boxes_rotation")
     good = codecs.encode_event_array(events[:2000], 180, 240, "dvs")
     bad_messages = [
         codecs.encode_event_array(Events.empty(), 180, 240, "dvs"),                  # empty
@@ -200,7 +195,7 @@ def test_without_camera_info_or_fallback_node_waits_then_uses_camera_info(ros, t
     params.write_text("/**:\n  ros__parameters:\n    camera_info_timeout_s: 0.3\n    window_events: 10000\n")
     node = start_node(ros, "-r", "events:=/dvs/events", params_file=params)
     estimates = ros.collect(TwistStamped, "/angular_velocity")
-    events = boxes_events()
+    events = slice_events("boxes_rotation")
     publish_event_array(ros, events[:10000])
     spin_until(ros.executor, lambda: False, 2.0)
     assert not estimates
@@ -244,7 +239,7 @@ def test_loss_and_window_size_change_at_run_time(ros):
     accepted = set_parameters(Parameter("loss", value="gradient_magnitude"),
                               Parameter("window_events", value=10000))
     assert all(result.successful for result in accepted)
-    events = boxes_events()
+    events = slice_events("boxes_rotation")
     publish_event_array(ros, events)
     assert spin_until(ros.executor, lambda: len(estimates) >= 3, 60.0), node.log()  # 30,000 / 10,000
     assert "estimating with loss 'gradient_magnitude'" in node.log()
@@ -292,7 +287,7 @@ def test_a_dead_estimator_process_is_reported_and_restarted(ros):
                       "-p", "window_events:=10000", "-p", "queue_policy:=all", "-p", f"estimator_cpus:={cpu}")
     estimates = ros.collect(TwistStamped, "/angular_velocity")
     diagnostics = ros.collect(DiagnosticArray, "/diagnostics")
-    events = boxes_events()
+    events = slice_events("boxes_rotation")
     publish_event_array(ros, events)
     assert spin_until(ros.executor, lambda: len(estimates) >= 3, 60.0), node.log()
 

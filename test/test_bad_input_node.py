@@ -23,11 +23,10 @@ from event_camera_msgs.msg import EventPacket  # noqa: E402
 from geometry_msgs.msg import TwistStamped  # noqa: E402
 from sensor_msgs.msg import CameraInfo, Image  # noqa: E402
 
-from conftest import REPOSITORY_ROOT, slice_folder  # noqa: E402
+from conftest import REPOSITORY_ROOT, slice_events  # noqa: E402
 from focus_ros import codecs  # noqa: E402
 from focus_ros.camera import Calibration  # noqa: E402
 from focus_ros.events import Events  # noqa: E402
-from focus_ros.sources.ecd import read_ecd_folder  # noqa: E402
 from ros_harness import node_session, spin_until  # noqa: E402
 
 PARAMS_FILE = REPOSITORY_ROOT / "config" / "davis240c.yaml"
@@ -40,10 +39,6 @@ WINDOW_EVENTS = 10000
 def ros(tmp_path, monkeypatch):
     with node_session("bad_input_client", monkeypatch, tmp_path, subscriber_settle_s=0.3) as session:
         yield session
-
-
-def boxes_events() -> Events:
-    return read_ecd_folder(slice_folder("boxes_rotation")).events
 
 
 def params_without_message_type(tmp_path, calibration: bool = True, **values) -> Path:
@@ -138,7 +133,7 @@ def test_bad_events_are_dropped_alone_and_every_good_window_is_estimated(ros):
     reports = ros.collect(DiagnosticArray, "/diagnostics")
     publisher = ros.publisher(EventArray, "/dvs/events", 100)
     spin_until(ros.executor, lambda: "using intrinsics" in node.log(), 10.0)
-    events = boxes_events()[:3 * WINDOW_EVENTS]
+    events = slice_events("boxes_rotation")[:3 * WINDOW_EVENTS]
     rng = np.random.default_rng(1)
     for index, start in enumerate(range(0, len(events), 1000)):
         good = events[start:start + 1000]
@@ -181,7 +176,7 @@ def test_unusable_camera_info_is_refused_then_a_good_and_a_changed_one_are_taken
     values = wait_for_report(ros, reports, lambda v: v.get("camera_info_refused") == "3")
     assert "refused" in values["input_problem"] and values["calibration_source"] == "none"
     assert reports[-1].status[0].level != DiagnosticStatus.OK
-    events = boxes_events()[:3 * WINDOW_EVENTS]
+    events = slice_events("boxes_rotation")[:3 * WINDOW_EVENTS]
     publisher = ros.publisher(EventArray, "/dvs/events", 100)
     for start in range(0, WINDOW_EVENTS, 1000):
         publisher.publish(codecs.encode_event_array(events[start:start + 1000], 180, 240, "dvs"))
@@ -220,7 +215,7 @@ def test_no_type_given_the_node_subscribes_to_the_event_packets_it_finds(ros, tm
     assert re.search(r"waiting for dvs_msgs/EventArray or event_camera_msgs/EventPacket \(event_message_type "
                      r"auto.*\) on '/event_camera/events'", node.log()), node.log()
     estimates = ros.collect(TwistStamped, "/angular_velocity")
-    events = boxes_events()[:3 * WINDOW_EVENTS]
+    events = slice_events("boxes_rotation")[:3 * WINDOW_EVENTS]
     events = Events(events.x, events.y, (events.t + 500) // 1000 * 1000, events.p)  # EVT3 carries microseconds
     publisher = ros.publisher(EventPacket, "/event_camera/events", 100)
     for seq, start in enumerate(range(0, len(events), 3000)):
@@ -260,7 +255,7 @@ def test_sim_time_without_clock_still_takes_the_calibration_parameters(ros):
     assert spin_until(ros.executor, lambda: "using intrinsics from the calibration parameters" in node.log(), 20.0), \
         node.log()
     publisher = ros.publisher(EventArray, "/dvs/events", 100)
-    events = boxes_events()[:2 * WINDOW_EVENTS]
+    events = slice_events("boxes_rotation")[:2 * WINDOW_EVENTS]
     for start in range(0, len(events), 1000):
         publisher.publish(codecs.encode_event_array(events[start:start + 1000], 180, 240, "dvs"))
         ros.executor.spin_once(timeout_sec=0.01)
@@ -289,7 +284,7 @@ def test_event_packets_with_events_outside_the_sensor_keep_their_other_events(ro
     reports = ros.collect(DiagnosticArray, "/diagnostics")
     publisher = ros.publisher(EventPacket, "/event_camera/events", 100)
     spin_until(ros.executor, lambda: "using intrinsics" in node.log(), 10.0)
-    events = boxes_events()[:3 * WINDOW_EVENTS]
+    events = slice_events("boxes_rotation")[:3 * WINDOW_EVENTS]
     events = Events(events.x, events.y, events.t // 1000 * 1000, events.p)  # libcaer_cmp carries microseconds
     outside = {3: 3, 5: 2}  # packet: events outside
     for seq, start in enumerate(range(0, len(events), 1000)):

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from conftest import slice_folder
+from conftest import slice_events
 from focus_ros.camera import Calibration
 from focus_ros.estimators.covariance import (ANGULAR_VELOCITY_COVARIANCE_FACTOR, STEP_PX, angular_velocity_covariance,
                                              covariance_from_curvature, finite_difference_step_rad_s,
@@ -93,9 +93,7 @@ def test_estimates_of_real_windows_carry_a_covariance_that_shrinks_with_the_wind
     definite covariance; a window of 30,000 events (config/davis240c.yaml's windows) pins omega down better
     than a third of it (1.5 ms: about one pixel of motion) — the largest variance is smaller."""
     from focus_ros.estimators.angular_velocity import AngularVelocityEstimator, real_time_settings
-    from focus_ros.sources.ecd import read_ecd_folder
-
-    events = read_ecd_folder(slice_folder("boxes_rotation")).events
+    events = slice_events("boxes_rotation")
     largest = {}
     for count in (10000, 30000):
         estimator = AngularVelocityEstimator(Calibration.davis240c(), real_time_settings())
@@ -116,9 +114,7 @@ def test_the_covariance_is_skipped_when_not_wanted():
     says nothing) gets it."""
     from focus_ros.estimators.angular_velocity import real_time_settings
     from focus_ros.runtime import InlineEstimator
-    from focus_ros.sources.ecd import read_ecd_folder
-
-    window = read_ecd_folder(slice_folder("boxes_rotation")).events[:30000]
+    window = slice_events("boxes_rotation")[:30000]
     results = {}
     for wanted in (True, False, None):
         engine = InlineEstimator(Calibration.davis240c(), real_time_settings())

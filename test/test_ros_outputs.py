@@ -30,10 +30,9 @@ from dvs_msgs.msg import EventArray  # noqa: E402
 from geometry_msgs.msg import TwistStamped, TwistWithCovarianceStamped  # noqa: E402
 from sensor_msgs.msg import Imu  # noqa: E402
 
-from conftest import REPOSITORY_ROOT, slice_folder  # noqa: E402
+from conftest import REPOSITORY_ROOT, slice_events  # noqa: E402
 from focus_ros import codecs  # noqa: E402
 from focus_ros.events import Events  # noqa: E402
-from focus_ros.sources.ecd import read_ecd_folder  # noqa: E402
 from ros_harness import check_worker_restart_reported, node_session, spin_until  # noqa: E402
 
 PARAMS_FILE = REPOSITORY_ROOT / "config" / "davis240c.yaml"
@@ -43,10 +42,6 @@ PARAMS_FILE = REPOSITORY_ROOT / "config" / "davis240c.yaml"
 def ros(tmp_path, monkeypatch):
     with node_session("outputs_client", monkeypatch, tmp_path, subscriber_settle_s=0.3) as session:
         yield session
-
-
-def boxes_events() -> Events:
-    return read_ecd_folder(slice_folder("boxes_rotation")).events
 
 
 def publish_event_array(ros, events: Events, frame_id: str = "dvs", per_message: int = 5000, copies: int = 1) -> None:
@@ -89,7 +84,7 @@ def test_imu_and_twist_with_covariance_carry_the_estimate(ros, frame_parameter):
     estimate; twist: the same angular block, the linear part unknown (variance >= 1e3 (m/s)^2,
     no correlation with the angular part)."""
     extra = ("-p", f"frame_id:={frame_parameter}") if frame_parameter else ()
-    events = boxes_events()
+    events = slice_events("boxes_rotation")
     node = start_node(ros, *extra, window_events=len(events))  # one window of the node's default size per copy
     twists = ros.collect(TwistStamped, "/angular_velocity")
     imus = ros.collect(Imu, "/imu")
@@ -132,7 +127,7 @@ def test_with_sim_time_and_no_clock_the_node_estimates_and_reports(ros):
     twists = ros.collect(TwistStamped, "/angular_velocity")
     assert spin_until(ros.executor, lambda: len(ros.reports) >= 2, 30.0), \
         "no /diagnostics with use_sim_time and no /clock:\n" + node.log()
-    publish_event_array(ros, boxes_events())
+    publish_event_array(ros, slice_events("boxes_rotation"))
     assert spin_until(ros.executor, lambda: len(twists) >= 2, 60.0), node.log()
     before = len(ros.reports)
     assert spin_until(ros.executor, lambda: len(ros.reports) >= before + 2, 5.0), node.log()
@@ -158,7 +153,7 @@ def test_an_estimator_killed_while_no_events_flow_is_reported_at_once(ros):
     assert spin_until(ros.executor, lambda: int(latest_values(diagnostics)["estimator_process_pid"]) != pid, 30.0)
     check_worker_restart_reported(pid, latest_values(diagnostics), node)
     twists = ros.collect(TwistStamped, "/angular_velocity")
-    publish_event_array(ros, boxes_events())
+    publish_event_array(ros, slice_events("boxes_rotation"))
     assert spin_until(ros.executor, lambda: len(twists) >= 2, 60.0), node.log()
 
 
