@@ -494,8 +494,9 @@ class RecentEvents:
         return len(self._windows)
 
     def add(self, window: Events, keep_ns: int) -> None:
-        """Hold a time-ordered window (copied); forget what lies more than keep_ns (ns) before its
-        last event, or before a gap."""
+        """Hold a time-ordered window (copied); forget the windows that end more than keep_ns (ns)
+        before its last event, or all of them when it starts before the previous one's end (a
+        restart)."""
         if not len(window):
             return
         first, last = int(window.t[0]), int(window.t[-1])
