@@ -303,7 +303,9 @@ def test_runner_queues_counts_and_survives_a_failing_job(windows, in_process):
         runner.stop()
     assert [context for context, _ in results] == [3, "good"]
     assert runner.counts["failed"] == 1
-    assert [kind for kind, _ in log.lines if kind.startswith("once:")] == ["once:estimate_failed"]
+    # (a first start with an empty Numba cache also says, once, that it compiles)
+    assert [kind for kind, _ in log.lines if kind.startswith("once:") and kind != "once:compiling"] == [
+        "once:estimate_failed"]
 
 
 def test_a_reset_before_any_configuration_is_no_failure(windows):

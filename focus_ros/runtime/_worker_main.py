@@ -2,12 +2,19 @@
 ``python -m focus_ros.runtime._worker_main READ_FD WRITE_FD`` (a plain subprocess of the
 same interpreter: nothing of the parent, rclpy included, is imported here). It answers the
 commands of :mod:`focus_ros.runtime._channel` in order until "stop" or the parent goes away.
+
+A parent that dies without a word (SIGKILL, a crash) may leave this process in the middle of a
+long job, where it would not read the closed pipe for a while: a watchdog thread ends it within
+:data:`PARENT_CHECK_PERIOD_S` of its parent's death (no orphan holding a core and the shared block).
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
+import threading
+import time
 from collections import deque
 from multiprocessing import shared_memory
 
@@ -16,12 +23,25 @@ from focus_ros.runtime._channel import Duplex, slot_views
 from focus_ros.runtime.kinds import EstimatorKind, configured_estimator, forget_warm_start, kind_named, run_job
 
 
+#: how often (s) the watchdog looks whether the parent process is still there
+PARENT_CHECK_PERIOD_S = 0.5
+
+
+def end_with_parent(parent_pid: int) -> None:
+    """Exit this process at once when ``parent_pid`` is no longer its parent (it died: this process
+    was handed to init or a subreaper). Runs in a daemon thread."""
+    while os.getppid() == parent_pid:
+        time.sleep(PARENT_CHECK_PERIOD_S)
+    os._exit(0)
+
+
 def serve(read_fd: int, write_fd: int) -> None:
     """The worker's loop: answer commands in order until "stop" or the parent goes away. An
     estimate marked skippable is skipped (answered "skipped") when a newer estimate is
     already queued behind it with no other command in between."""
     # Ctrl-C reaches the whole process group: the parent decides when this worker ends
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=end_with_parent, args=(os.getppid(),), name="end_with_parent", daemon=True).start()
     try:  # OpenCV (the spatial losses' filters) on one thread too: small images, busy cores
         import cv2
         cv2.setNumThreads(1)

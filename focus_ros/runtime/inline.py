@@ -72,5 +72,5 @@ class InlineEstimator:
     def restart(self) -> None:
         pass
 
-    def close(self) -> None:
+    def close(self, timeout_s: float = 0.0) -> None:
         pass

@@ -11,14 +11,17 @@ offline code on its own interpreter, whatever the executor does (measurements: B
 :class:`EstimatorProcess` starts ``python -m focus_ros.runtime._worker_main`` (a plain
 subprocess of the same interpreter: nothing of the parent, rclpy included, is imported
 there), writes each job's events into one of three shared-memory slots (grown when a larger
-job comes) and exchanges small pickled commands and results over a pipe (the protocol:
-:mod:`focus_ros.runtime._channel`). Jobs can be queued from one thread (``submit``) while
-another collects the results (``collect``), so the estimator starts on the next job without
-waiting for the collecting thread.
+job comes) and exchanges pickled commands and results over a pair of pipes (the protocol, and
+why it cannot deadlock: :mod:`focus_ros.runtime._channel`). Jobs can be queued from one thread
+(``submit``, which never waits for the worker) while another collects the results
+(``collect``), so the estimator starts on the next job without waiting for the collecting thread.
 
 A worker that dies (killed, out of memory) raises :class:`WorkerDied` from the call that
 noticed it; ``restart()`` starts a fresh one with the last configuration (the warm start
-is lost, as after a gap).
+is lost, as after a gap). Every wait is bounded: ``close()`` ends a worker that does not
+answer (hung, stopped) by killing it, a ``cancelled`` event ends a start or a control call
+that waits (the node is stopping), and a worker whose parent died exits by itself
+(:mod:`focus_ros.runtime._worker_main`).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from multiprocessing import shared_memory
 
 from focus_ros.camera import Calibration
 from focus_ros.events import Events
-from focus_ros.runtime._channel import BYTES_PER_EVENT, Duplex, slot_views
+from focus_ros.runtime._channel import BYTES_PER_EVENT, ParentEnd, slot_views
 from focus_ros.runtime.cpus import format_cpu_list
 from focus_ros.runtime.kinds import WorkerResult, kind_named
 
@@ -56,7 +59,9 @@ class EstimatorProcess:
     cache) and warm up before it counts as dead; cpus: CPU numbers the worker runs on
     (:func:`~focus_ros.runtime.cpus.parse_cpu_list`; empty = wherever the OS puts it), kept
     across restarts; when the OS refuses them the worker runs unpinned and ``pinning_error``
-    says why.
+    says why; cancelled: once set (by another thread: the owner is stopping), a start or a
+    control call still waiting for the worker raises :class:`WorkerDied` within half a second
+    (a start cancelled so ends its worker).
 
     Blocking use: ``estimate(events, extra=...)``. Pipelined use (the node): ``submit(events)`` from any
     thread queues a window in one of ``SLOTS`` shared slots and returns at once (the worker
@@ -70,25 +75,30 @@ class EstimatorProcess:
     SLOTS = 3
 
     def __init__(self, calibration: Calibration, settings, *, kind: str = "angular_velocity",
-                 capacity_events: int = 60_000, start_timeout_s: float = 120.0, cpus=frozenset()):
+                 capacity_events: int = 60_000, start_timeout_s: float = 120.0, cpus=frozenset(),
+                 cancelled: threading.Event | None = None):
         self.kind = kind_named(kind)
         self._check(calibration, settings)  # raises ValueError on a bad combination
         self.cpus = frozenset(cpus)
         self._calibration, self._settings = calibration, settings
         self.start_timeout_s = float(start_timeout_s)
         self.restarts = 0
+        self._cancelled = cancelled if cancelled is not None else threading.Event()
         self._process: subprocess.Popen | None = None
-        self._connection: Duplex | None = None
+        self._connection: ParentEnd | None = None
         self._memory: shared_memory.SharedMemory | None = None
         self._capacity = 0
-        self._write_lock = threading.Lock()
         self._state_lock = threading.Lock()  # slots and tokens: submit() and collect() may run in two threads
         self._free_slots: list[int] = []
         self._in_flight: dict[int, int] = {}  # token -> slot
         self._results: deque = deque()         # results read while waiting for a control answer
         self._next_token = 0
         self._allocate(max(int(capacity_events), 1))
-        self._start()
+        try:
+            self._start()
+        except BaseException:  # cancelled, timed out or refused: nothing of it stays behind
+            self.close(timeout_s=0.0 if self._cancelled.is_set() else 1.0)
+            raise
 
     # ----------------------------------------------------------------- life cycle
     @property
@@ -148,7 +158,7 @@ class EstimatorProcess:
                                       f"({error.strerror}); it runs on any CPU")
         os.close(child_read)
         os.close(child_write)
-        self._connection = Duplex(parent_read, parent_write)
+        self._connection = ParentEnd(parent_read, parent_write, name=f"estimator_{self._process.pid}")
         self._free_slots = list(range(self.SLOTS))
         self._in_flight.clear()
         self._results.clear()
@@ -163,21 +173,28 @@ class EstimatorProcess:
         self._start()
 
     def _stop_process(self) -> None:
-        if self._connection is not None:
-            self._connection.close()
-            self._connection = None
+        """Kill the worker if it still runs, reap it, then end the pipe threads (which end
+        because the worker's end of the pipes is gone)."""
         if self._process is not None:
             if self._process.poll() is None:
                 self._process.kill()
-            self._process.wait()
+            try:
+                self._process.wait(timeout=2.0)
+            except subprocess.TimeoutExpired:  # not reaped (uninterruptible sleep): its pipes are still closed
+                pass
             self._process = None
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
 
-    def close(self) -> None:
-        """Stop the worker and free the shared block."""
+    def close(self, timeout_s: float = 1.0) -> None:
+        """Stop the worker and free the shared block: asked to stop, killed when it has not
+        ended within ``timeout_s`` (s: busy with a long job, hung, stopped). Returns within
+        about ``timeout_s`` + 2 s whatever the worker does."""
         if self._connection is not None and self.alive():
             try:
-                self._send(("stop",))
-                self._process.wait(timeout=5.0)
+                self._connection.send(("stop",))
+                self._process.wait(timeout=timeout_s)
             except (OSError, subprocess.TimeoutExpired):
                 pass
         self._stop_process()
@@ -186,29 +203,35 @@ class EstimatorProcess:
 
     # ----------------------------------------------------------------- commands
     def _send(self, command: tuple) -> None:
+        """Queue a command for the worker (never waits for it); WorkerDied when it is gone."""
         connection = self._connection
         if connection is None or not self.alive():
             raise WorkerDied(self._death_text())
         try:
-            with self._write_lock:
-                connection.send(command)
+            connection.send(command)
         except OSError as error:
             raise WorkerDied(self._death_text(error)) from None
 
     def _receive(self, timeout_s: float | None):
-        """The worker's next answer, or None after timeout_s; WorkerDied when it is gone."""
+        """The worker's next answer, or None after timeout_s; WorkerDied when it is gone, or
+        when ``cancelled`` is set while waiting."""
         connection = self._connection
         if connection is None:
             raise WorkerDied(self._death_text())
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         try:
-            while not connection.poll(0.5 if deadline is None else max(0.0, min(0.5, deadline - time.monotonic()))):
+            while True:
+                left = 0.5 if deadline is None else min(0.5, deadline - time.monotonic())
+                reply = connection.receive(left)
+                if reply is not None:
+                    return reply
+                if self._cancelled.is_set():
+                    raise WorkerDied(f"estimator process (pid {self.pid}) not waited for: stopping")
                 if not self.alive():
                     raise WorkerDied(self._death_text())
                 if deadline is not None and time.monotonic() >= deadline:
                     return None
-            return connection.recv()
-        except (EOFError, OSError) as error:
+        except EOFError as error:
             raise WorkerDied(self._death_text(error)) from None
 
     def _call(self, command: tuple, timeout_s: float | None = None):

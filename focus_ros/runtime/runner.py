@@ -144,6 +144,8 @@ class EstimatorRunner:
         self._period = dict(estimator_s=[], estimator_cpu_s=[], round_trip_s=[], latency_s=[])
         self._last_latency_s = float("nan")
         self._running = True
+        self._stopping = threading.Event()  # set by stop(): ends any wait for the worker at once
+        self.state = "starting"  # for /diagnostics: starting, compiling, running, restarting, stopped
         self._thread = threading.Thread(target=self._work, name=name, daemon=True)
         self._thread.start()
 
@@ -201,7 +203,9 @@ class EstimatorRunner:
         start), ``processing_ms_per_{unit}`` and its CPU time, ``round_trip_ms_per_{unit}``
         (submitted to result), ``latency_ms`` (last input received to result handled),
         ``estimator_process_pid`` (0 inline), ``estimator_cpus`` (the CPUs the process may run
-        on now, taskset's syntax; "" inline) and ``worker_restarts``."""
+        on now, taskset's syntax; "" inline), ``worker_restarts`` and ``estimator_state``
+        (``starting``, ``compiling`` (kernels missing from Numba's cache), ``running``,
+        ``restarting`` (after its process died), ``stopped``)."""
         with self._lock:
             counts = dict(self.counts)
             period = {name: values[:] for name, values in self._period.items()}
@@ -227,6 +231,7 @@ class EstimatorRunner:
             "estimator_process_pid": self.pid,
             "estimator_cpus": self._cpus_in_use(),
             "worker_restarts": counts["restarts"],
+            "estimator_state": self.state,
         }
 
     def _cpus_in_use(self) -> str:
@@ -235,23 +240,37 @@ class EstimatorRunner:
 
     def health(self) -> tuple[str, str] | None:
         """("error" | "warn", message) when the estimation is in trouble, None when fine: the
-        estimator process not running (after a failed restart), or most jobs dropped."""
+        estimator process not running (after a failed restart), compiling its kernels (no
+        estimate until done: a first start with an empty Numba cache), or most jobs dropped."""
         with self._lock:
             counts = dict(self.counts)
             engine_missing = self._engine is None
         if counts["restarts"] > 0 and engine_missing:
             return "error", "estimator process not running"
+        if self.state == "compiling":
+            return "warn", f"compiling the {self.kind.name} estimator's kernels (not in Numba's cache): jobs held"
         if counts["dropped"] > 0 and counts["dropped"] >= counts["estimated"]:
             return "warn", f"falling behind: most {self.unit}s dropped"
         return None
 
-    def stop(self) -> None:
-        with self._lock:
-            self._running = False
-            self._lock.notify_all()
-        self._thread.join(timeout=5.0)
-        if self._engine is not None:
-            self._engine.close()
+    def stop(self, timeout_s: float = 2.0) -> None:
+        """Stop the thread and the engine, in every state (starting, compiling, estimating, a
+        worker hung or dead), within about ``timeout_s`` + 3 s: the thread is told without
+        waiting for the lock, every wait for the worker is cancelled, the worker is asked to
+        stop and killed when it does not (``EstimatorProcess.close``). An inline engine busy
+        with a job cannot be interrupted: its thread is a daemon, left to end with the process."""
+        self._running = False
+        self._stopping.set()
+        if self._lock.acquire(timeout=timeout_s / 2):  # the thread holds it only briefly, never while waiting
+            try:
+                self._lock.notify_all()
+            finally:
+                self._lock.release()
+        self._thread.join(timeout=timeout_s / 2)
+        engine = self._engine
+        if engine is not None:
+            engine.close(timeout_s=timeout_s / 4)
+        self.state = "stopped"
 
     # ----------------------------------------------------------------- the runner's thread
     def _ready(self) -> bool:
@@ -350,7 +369,8 @@ class EstimatorRunner:
         try:
             self._prepare(*self._preload, configure=False, reset=False)
         except Exception as error:  # noqa: BLE001 - started again once configured
-            self._logger.warning(f"estimator not started yet: {error}")
+            if not self._stopping.is_set():
+                self._logger.warning(f"estimator not started yet: {error}")
 
     def _has_work(self) -> bool:
         """Something for the runner's thread to do (lock held): stop; jobs waiting and the
@@ -441,14 +461,17 @@ class EstimatorRunner:
     def _prepare(self, calibration, settings, configure: bool, reset: bool) -> None:
         """Start the engine (process or inline) or bring it up to date (runner's thread)."""
         if self._engine is None:
+            self.state = "compiling" if self._say_if_compiling() else "starting"
             if self.in_process:
                 engine = EstimatorProcess(calibration, settings, kind=self.kind.name,
-                                          capacity_events=self._capacity_events, cpus=self.cpus)
+                                          capacity_events=self._capacity_events, cpus=self.cpus,
+                                          cancelled=self._stopping)
                 self._log_started(engine)
             else:
                 engine = InlineEstimator(calibration, settings, kind=self.kind.name)
             with self._lock:
                 self._engine = engine
+            self.state = "running"
             return
         if configure:
             try:
@@ -457,6 +480,21 @@ class EstimatorRunner:
                 self._logger.error(f"settings not usable: {error}; keeping the previous ones")
         if reset:
             self._engine.reset()
+
+    def _say_if_compiling(self) -> bool:
+        """True when the engine about to start must compile kernels that Numba's cache lacks
+        (an empty, stale or unwritable cache: :func:`focus_ros.kernels.missing_kernels`); said
+        once in the log, with the expected time, so that a slow first start is not silence."""
+        try:  # TEMPORARY until focus_ros/kernels.py lands
+            from focus_ros import kernels
+        except ImportError:
+            return False
+        missing = kernels.missing_kernels(self.kind.name)
+        if missing:
+            self._warn_once("compiling", f"compiling the {self.kind.name} estimator's kernels ({len(missing)} not in "
+                            f"Numba's cache): about {kernels.expected_compile_s(self.kind.name):.0f} s, once; "
+                            "`python -m focus_ros.kernels` at install does it beforehand")
+        return bool(missing)
 
     def _log_started(self, engine: "EstimatorProcess") -> None:
         """Say which process the estimator runs in, on which CPUs, and why not there if refused."""
@@ -475,17 +513,21 @@ class EstimatorRunner:
             self._configuring = True  # no job goes in before the new worker is configured
             self._catching_up = True  # jobs coming meanwhile are held, then estimated in order
         self._logger.error(f"{error}: restarting it ({lost} {self.unit}(s) in progress lost, warm start reset)")
+        self.state = "restarting"
         try:
             self._engine.restart()
             self._log_started(self._engine)
+            self.state = "running"
             with self._lock:
                 self._configuring = False
                 self._submit_pending()
         except (WorkerDied, OSError) as again:
+            if self._stopping.is_set():
+                return
             self._logger.error(f"could not restart the estimator process: {again}; retrying in 1 s")
             self._engine.close()
             with self._lock:
                 self._engine = None
                 self._stale = True
                 self._configuring = False
-            time.sleep(1.0)
+            self._stopping.wait(1.0)
