@@ -25,10 +25,9 @@ import numpy as np
 
 from focus_ros.camera import Calibration
 from focus_ros.events import NANOSECONDS_PER_SECOND
-from focus_ros.evaluation.depth import (cloud_error_summary, cloud_relative_errors, expected_keyframes,
-                                        map_relative_errors)
+from focus_ros.evaluation.depth import cloud_error_summary, cloud_relative_errors, map_relative_errors
 from focus_ros.poses import Trajectory
-from focus_ros.ros.demos.session import CONFIG_FOLDER, node_and_replayer
+from focus_ros.ros.demos.session import CONFIG_FOLDER, DemoFailure, node_and_replayer
 from focus_ros.sources.depth_maps import DepthGroundTruth
 
 #: the depth range (m) of the picture colours: the engine's default planes (the simulated
@@ -58,14 +57,27 @@ def simulate_slider(args):
     return bag, recording
 
 
-def run_depth_node_and_replay(args, bag: Path, expected: int):
-    """Start depth_node, replay the bag in real time, collect clouds, maps and colour depth maps."""
+#: the longest wait (s), after the replay, for the last keyframe's cloud and map: generous, for
+#: a node that compiles a stage on its first keyframe; a bound, not a pause (the demo goes on as
+#: soon as they are in)
+FLUSH_TIMEOUT_S = 120.0
+#: the topics of the bag the node reads
+NODE_INPUTS = ["/dvs/events", "/dvs/camera_info", "/optitrack/davis"]
+#: the node's keyframe_flush_idle_s (config/depth_davis240c.yaml): events collected since the last
+#: keyframe make one more after this long without events (s)
+FLUSH_IDLE_S = 1.0
+
+
+def run_depth_node_and_replay(args, bag: Path):
+    """Start depth_node, wait until it is ready, replay the bag in real time, wait for the last
+    keyframe's cloud and map (:func:`wait_for_last_keyframe`), collect clouds, maps and colour
+    depth maps."""
     from sensor_msgs.msg import Image, PointCloud2
 
     params = CONFIG_FOLDER / "depth_davis240c.yaml"
     node_log = args.output / "depth_node.log"
     overrides = [f"keyframe_events:={args.keyframe_events}", "qos_reliability:=reliable",
-                 "max_pending_keyframes:=100"]
+                 "max_pending_keyframes:=100", f"keyframe_flush_idle_s:={FLUSH_IDLE_S}"]
     command = [str(Path(sys.executable).parent / "depth_node"), "--ros-args", "--params-file", str(params),
                "-r", "events:=/dvs/events", "-r", "pose:=/optitrack/davis"]
     for override in overrides:
@@ -73,19 +85,76 @@ def run_depth_node_and_replay(args, bag: Path, expected: int):
     print(f"[depth 2/4] starting the node: depth_node --ros-args --params-file {params.name} "
           f"-r events:=/dvs/events -r pose:=/optitrack/davis -p {' -p '.join(overrides)}")
     clouds, maps, pictures = [], [], []
-    with node_and_replayer(command, node_log, bag, rate=1.0) as (collector, replayer, executor):
-        collector.create_subscription(PointCloud2, "/depth/points", clouds.append, 100)
-        collector.create_subscription(PointCloud2, "/depth/map", maps.append, 10)
-        collector.create_subscription(Image, "/depth/image_color", pictures.append, 100)
+    with node_and_replayer(command, node_log, bag, rate=1.0, name="depth_node") as session:
+        session.collector.create_subscription(PointCloud2, "/depth/points", clouds.append, 100)
+        session.collector.create_subscription(PointCloud2, "/depth/map", maps.append, 10)
+        session.collector.create_subscription(Image, "/depth/image_color", pictures.append, 100)
+        session.wait_until_ready(NODE_INPUTS)
         print("[depth 3/4] replaying the bag onto /dvs/events, /dvs/camera_info, /optitrack/davis in real time ...")
         started = time.monotonic()
-        replayer.play(executor)
-        deadline = time.monotonic() + 30.0   # the last keyframes: computed, then flushed after 1 s idle
-        while (len(clouds) < expected or len(maps) < len(clouds)) and time.monotonic() < deadline:
-            executor.spin_once(timeout_sec=0.1)
-        print(f"      {replayer.published_events:,} events in {time.monotonic() - started:.1f} s, "
-              f"{len(clouds)} point clouds back (of {expected} keyframes)")
+        session.play()
+        published = session.replayer.published_events
+        wait_for_last_keyframe(session, clouds, maps, published)
+        print(f"      {published:,} events in {time.monotonic() - started:.1f} s, "
+              f"{len(clouds)} point clouds back ({keyframes_made(session)})")
     return clouds, maps, pictures, node_log
+
+
+def stamp_ns(message) -> int:
+    return message.header.stamp.sec * NANOSECONDS_PER_SECOND + message.header.stamp.nanosec
+
+
+#: depth_node's /diagnostics counts of what became of the keyframes it completed
+HANDLED_KEYS = ("keyframes_done", "keyframes_dropped", "keyframes_lost", "keyframes_failed")
+
+
+def wait_for_last_keyframe(session, clouds: list, maps: list, published_events: int,
+                           timeout_s: float = FLUSH_TIMEOUT_S) -> float:
+    """After the replay: until the last keyframe is flushed and its cloud and the map it updated
+    are here. Judged from depth_node's /diagnostics, not from a count of keyframes expected (the
+    node cuts keyframes by parallax too, and merges them when busy): it has every event; then,
+    FLUSH_IDLE_S later (when the events since its last keyframe make one more), it reports no
+    keyframe waiting and every keyframe it completed handled (done, dropped, lost, failed), the
+    same in two reports in a row (:meth:`DemoSession.settled`: a merged keyframe waits up to
+    0.1 s to be queued); and this process has as many clouds as it published, the last map
+    stamped as the last cloud. DemoFailure saying what was missing after ``timeout_s`` (s)."""
+    all_in: dict = {}
+
+    def maps_caught_up() -> bool:
+        return not clouds or (bool(maps) and stamp_ns(maps[-1]) == stamp_ns(clouds[-1]))
+
+    def snapshot():
+        received, pending, completed, published = (session.count(key) for key in (
+            "events_received", "keyframes_pending", "keyframes_completed", "keyframes_published"))
+        handled = [session.count(key) for key in HANDLED_KEYS]
+        if None in (received, pending, completed, published, *handled) or received < published_events:
+            return None
+        all_in.setdefault("s", time.monotonic())  # the node had every event when it sent this report
+        if (time.monotonic() - all_in["s"] < FLUSH_IDLE_S + 0.5 or pending or completed != sum(handled)
+                or published != len(clouds) or not maps_caught_up()):
+            return None
+        return completed, tuple(handled), published
+
+    def missing() -> str:
+        counts = ", ".join(f"{key} {session.values.get(key, '?')}" for key in
+                           ("events_received", "keyframes_completed", "keyframes_pending", *HANDLED_KEYS,
+                            "keyframes_published"))
+        last_map = "" if maps_caught_up() else ", the map of the last cloud missing"
+        return (f"{len(clouds)} point clouds back {timeout_s:.0f} s after the replay of {published_events:,} "
+                f"events{last_map} (depth_node: {counts})")
+
+    return session.spin_until(session.settled(snapshot, quiet_s=0.0), timeout_s, missing, "after the replay")
+
+
+def keyframes_made(session) -> str:
+    """What depth_node says it made of the stream, from its latest report: 'of N keyframes
+    depth_node made' and, those not zero, how many were merged, had no depth, were dropped, lost
+    or failed."""
+    keys = ("keyframes_merged", "keyframes_without_depth", "keyframes_dropped", "keyframes_lost", "keyframes_failed")
+    said = [f"{key.split('_', 1)[1].replace('_', ' ')} {session.values[key]}" for key in keys
+            if session.values.get(key, "0") != "0"]
+    return (f"of {session.values.get('keyframes_offered', '?')} keyframes depth_node made"
+            + (f"; {', '.join(said)}" if said else ""))
 
 
 def report(args, recording, clouds, maps, pictures, node_log) -> int:
@@ -93,22 +162,22 @@ def report(args, recording, clouds, maps, pictures, node_log) -> int:
     from focus_ros.ros import depth_messages
 
     if not clouds:
-        print(f"no point cloud came back from depth_node: see {node_log}")
-        return 1
+        raise DemoFailure("no point cloud came back from depth_node", node_log)
     ground_truth = DepthGroundTruth.from_recording(recording)
     trajectory = Trajectory.from_poses(recording.poses)
     all_points, all_depths, all_errors, stamps = [], [], [], []
     for cloud in clouds:
         fields = depth_messages.decode_point_cloud(cloud)
         points = np.column_stack([fields["x"], fields["y"], fields["z"]])
-        t_ref_ns = cloud.header.stamp.sec * NANOSECONDS_PER_SECOND + cloud.header.stamp.nanosec
+        t_ref_ns = stamp_ns(cloud)
         all_errors.append(cloud_relative_errors(points, t_ref_ns, ground_truth, trajectory, recording.calibration))
         stamps.append(t_ref_ns)
         all_points.append(points)
         all_depths.append(fields["depth"])
     summary = cloud_error_summary(np.concatenate(all_errors))
-    print(f"[depth 4/4] depth error against ground truth over {len(clouds)} keyframes of "
-          f"{args.keyframe_events:,} events: median relative error {100 * summary['median_relative_error']:.2f} %, "
+    print(f"[depth 4/4] depth error against ground truth over {len(clouds)} keyframes (at most "
+          f"{args.keyframe_events:,} events each): median relative error "
+          f"{100 * summary['median_relative_error']:.2f} %, "
           f"{100 * summary['within_5_percent']:.1f} % of points within 5 %, {summary['points']:,} points")
     if maps:  # the last map holds every point the keyframes agree on so far
         fields = depth_messages.decode_point_cloud(maps[-1])
@@ -158,7 +227,8 @@ def write_depth_map_picture(pictures, ground_truth: DepthGroundTruth, calibratio
 
 
 def run(args) -> int:
+    """Simulate, replay through the node, report; 0 when clouds came back (DemoFailure, one line,
+    otherwise)."""
     bag, recording = simulate_slider(args)
-    expected = expected_keyframes(len(recording.events), args.keyframe_events)
-    clouds, maps, pictures, node_log = run_depth_node_and_replay(args, bag, expected)
+    clouds, maps, pictures, node_log = run_depth_node_and_replay(args, bag)
     return report(args, recording, clouds, maps, pictures, node_log)

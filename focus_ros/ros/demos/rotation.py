@@ -21,7 +21,7 @@ import numpy as np
 from focus_ros.events import NANOSECONDS_PER_SECOND
 from focus_ros.evaluation.ground_truth import from_imu
 from focus_ros.evaluation.metrics import error_statistics
-from focus_ros.ros.demos.session import CONFIG_FOLDER, node_and_replayer
+from focus_ros.ros.demos.session import CONFIG_FOLDER, DemoFailure, node_and_replayer
 
 
 def simulate(args) -> tuple[Path, object]:
@@ -43,8 +43,16 @@ def simulate(args) -> tuple[Path, object]:
     return bag, recording
 
 
+#: the longest wait (s), after the replay, for the node to have handled its last window (the
+#: paced replay already waited until estimates stopped coming: this is a bound, not a pause)
+SETTLE_TIMEOUT_S = 60.0
+#: the topics of the bag the node reads
+NODE_INPUTS = ["/dvs/events", "/dvs/camera_info"]
+
+
 def run_node_and_replay(args, bag: Path):
-    """Start the node in a subprocess, replay the bag paced by its estimates, collect them."""
+    """Start the node in a subprocess, wait until it is ready, replay the bag paced by its
+    estimates, wait until it has handled every window, collect the estimates."""
     from geometry_msgs.msg import TwistStamped
 
     share = CONFIG_FOLDER / "davis240c.yaml"
@@ -55,23 +63,48 @@ def run_node_and_replay(args, bag: Path):
     print(f"[2/4] starting the node: angular_velocity_node --ros-args --params-file {share.name} "
           f"-r events:=/dvs/events -p loss:={args.loss} -p queue_policy:=all")
     estimates = []
-    with node_and_replayer(command, node_log, bag, rate=0.0) as (collector, replayer, executor):
-        collector.create_subscription(TwistStamped, "/angular_velocity", estimates.append, 1000)
+    with node_and_replayer(command, node_log, bag, rate=0.0, name="angular_velocity_node") as session:
+        session.collector.create_subscription(TwistStamped, "/angular_velocity", estimates.append, 1000)
+        session.wait_until_ready(NODE_INPUTS)
         print("[3/4] replaying the bag onto /dvs/events, /dvs/imu, /dvs/camera_info at the estimator's pace ...")
-        started = time.monotonic()
-        replayer.play(executor)
-        wall = time.monotonic() - started
-        print(f"      {replayer.published_events:,} events in {wall:.1f} s "
-              f"({replayer.published_events / wall / 1e6:.2f} Mev/s through ROS), {len(estimates)} estimates")
+        wall = session.play()
+        wait_for_last_window(session, session.replayer.published_events)
+        print(f"      {session.replayer.published_events:,} events in {wall:.1f} s "
+              f"({session.replayer.published_events / wall / 1e6:.2f} Mev/s through ROS), {len(estimates)} estimates")
     t_ns = np.array([m.header.stamp.sec * NANOSECONDS_PER_SECOND + m.header.stamp.nanosec for m in estimates])
     omega = np.array([[m.twist.angular.x, m.twist.angular.y, m.twist.angular.z] for m in estimates])
     return t_ns, omega.reshape(-1, 3), node_log
 
 
+def wait_for_last_window(session, published_events: int, timeout_s: float = SETTLE_TIMEOUT_S) -> float:
+    """Until the node's /diagnostics say it has every event and nothing left to estimate: no
+    window waiting, and every window it completed handled (published, withheld as degenerate,
+    dropped, lost or failed), the same over two reports. DemoFailure naming the counts after
+    ``timeout_s`` (s)."""
+    handled_keys = ("windows_processed", "degenerate_windows", "windows_dropped", "windows_lost", "windows_failed")
+
+    def snapshot():
+        received, pending, completed = (session.count(key) for key in
+                                        ("events_received", "windows_pending", "windows_completed"))
+        handled = [session.count(key) for key in handled_keys]
+        if None in (received, pending, completed, *handled):
+            return None
+        if received < published_events or pending or completed != sum(handled):
+            return None
+        return completed, tuple(handled)
+
+    def missing() -> str:
+        counts = ", ".join(f"{key} {session.values.get(key, '?')}" for key in
+                           ("events_received", "windows_completed", "windows_pending", *handled_keys))
+        return (f"angular_velocity_node still had windows to estimate {timeout_s:.0f} s after the replay of "
+                f"{published_events:,} events ({counts})")
+
+    return session.spin_until(session.settled(snapshot, quiet_s=1.0), timeout_s, missing, "after the replay")
+
+
 def report(args, recording, t_ns, omega, node_log) -> int:
     if len(t_ns) == 0:
-        print(f"no estimate came back from the node: see {node_log}")
-        return 1
+        raise DemoFailure("no estimate came back from angular_velocity_node", node_log)
     ground_truth = from_imu(recording.imu, delay_ns=0)   # the simulator's gyro is exact and not delayed
     truth = ground_truth.at(t_ns)
     statistics = error_statistics(omega, truth, ground_truth.peak_deg_s())
@@ -111,7 +144,8 @@ def write_plots(recording, t_ns, omega, truth, plot_path: Path, images_path: Pat
 
 
 def run(args) -> int:
-    """Simulate, replay through the node, report; 0 when estimates came back."""
+    """Simulate, replay through the node, report; 0 when estimates came back (DemoFailure, one
+    line, otherwise)."""
     bag, recording = simulate(args)
     t_ns, omega, node_log = run_node_and_replay(args, bag)
     return report(args, recording, t_ns, omega, node_log)
