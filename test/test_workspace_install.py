@@ -38,6 +38,20 @@ def prefix() -> Path:
     return found
 
 
+def test_colcon_build_compiled_the_installed_kernels(prefix, tmp_path):
+    """`colcon build` (setup.py install) compiled every kernel for the installed copy:
+    `ros2 run focus_ros focus-ros compile --check` (the installed focus_ros, not the source
+    folder pytest imports from) finds a usable cache entry for each, in the install tree unless
+    NUMBA_CACHE_DIR sends numba elsewhere."""
+    import subprocess
+
+    completed = subprocess.run([str(ros2_run_path(PACKAGE, "focus-ros")), "compile", "--check"], cwd=tmp_path,
+                               capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 0 and "nothing to compile" in completed.stdout, completed.stdout + completed.stderr
+    if not os.environ.get("NUMBA_CACHE_DIR"):
+        assert f"numba's cache: {prefix}/" in completed.stdout, completed.stdout
+
+
 def ros2_run_path(package: str, executable: str) -> Path:
     """What `ros2 run <package> <executable>` starts: <prefix from the ament index>/lib/<package>/<executable>."""
     from ament_index_python.packages import get_package_prefix

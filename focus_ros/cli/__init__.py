@@ -1,7 +1,7 @@
 """The ``focus-ros`` command line: one subcommand per module of this package.
 
 Each subcommand module (``info``, ``estimate``, ``simulate``, ``replay``, ``evaluate``,
-``landscape``, ``depth``, ``evaluate_depth``, ``flow``, ``evaluate_flow``) defines
+``landscape``, ``depth``, ``evaluate_depth``, ``flow``, ``evaluate_flow``, ``compile``) defines
 ``add_arguments(parser)`` and ``run(args) -> int``, and its module docstring's first line is
 the subcommand's help. Helpers shared by several subcommands live in ``_options`` (the
 estimator options), ``_sources`` (sequences and ground truth for the evaluations) and
@@ -30,6 +30,7 @@ SUBCOMMANDS = {
     "depth": "depth",
     "flow": "flow",
     "evaluate-flow": "evaluate_flow",
+    "compile": "compile",
 }
 
 

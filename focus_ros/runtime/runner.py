@@ -485,14 +485,12 @@ class EstimatorRunner:
         """True when the engine about to start must compile kernels that Numba's cache lacks
         (an empty, stale or unwritable cache: :func:`focus_ros.kernels.missing_kernels`); said
         once in the log, with the expected time, so that a slow first start is not silence."""
-        try:  # TEMPORARY until focus_ros/kernels.py lands
-            from focus_ros import kernels
-        except ImportError:
-            return False
-        missing = kernels.missing_kernels(self.kind.name)
+        from focus_ros.kernels.cache import missing_kernels
+        from focus_ros.kernels.groups import expected_compile_s
+        missing = missing_kernels(self.kind.name)
         if missing:
             self._warn_once("compiling", f"compiling the {self.kind.name} estimator's kernels ({len(missing)} not in "
-                            f"Numba's cache): about {kernels.expected_compile_s(self.kind.name):.0f} s, once; "
+                            f"Numba's cache): about {expected_compile_s(self.kind.name):.0f} s, once; "
                             "`python -m focus_ros.kernels` at install does it beforehand")
         return bool(missing)
 
