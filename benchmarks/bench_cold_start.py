@@ -10,7 +10,17 @@ degenerate), the seconds from starting the node to its "estimator running in pro
 (process spawn, imports, building and warming the estimator) and from there to the report
 saying every window is done (reports come once a second); then the median and range.
 
+Also printed: the share of the bag's 20-ms slots (of event time, first to last event: 50 for
+the 1-s bag) whose span holds the stamp of an estimate the node published (a slot is filled
+once however many estimates it holds). With config/davis240c.yaml's 30,000-event windows
+(about 27 ms each here) at most 37 of 50 can be filled; ``--auto-windows`` starts the node
+with its default windows instead (auto: at most 20 ms), as ``ros2 run`` without that file
+would. ``--cold`` gives every run an empty NUMBA_CACHE_DIR of its own (node, estimator and
+replay compile as after an install); without it every run uses the environment's cache (set
+NUMBA_CACHE_DIR to an empty folder yourself and only the first run is cold).
+
     .venv/bin/python benchmarks/bench_cold_start.py --runs 5
+    .venv/bin/python benchmarks/bench_cold_start.py --runs 3 --cold --auto-windows
 
 State the machine's load when quoting numbers (`uptime` is printed at the start and end).
 """
@@ -31,21 +41,37 @@ REPOSITORY = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 
-def write_bag(folder: Path) -> tuple[Path, int]:
+def write_bag(folder: Path) -> tuple[Path, int, tuple[int, int]]:
     from focus_ros.sources.bags import write_bag as write
     from focus_ros.sources.simulator import simulate_preset
 
     recording = simulate_preset("rotation_short", duration_s=1.0, seed=5)
     path = folder / "one_second.bag2"
     write(path, recording, version=2, storage="mcap", events_per_message=4000)
-    return path, len(recording.events) // 30000
+    return path, len(recording.events) // 30000, (int(recording.events.t[0]), int(recording.events.t[-1]))
 
 
-def run_once(bag: Path, windows: int, folder: Path, domain: int) -> dict:
+#: the slots of event time an estimate fills (s)
+SLOT_S = 0.02
+
+
+def slots_filled(stamps_ns, first_ns: int, last_ns: int) -> tuple[int, int]:
+    """(slots holding the stamp of an estimate, slots in [first_ns, last_ns]): SLOT_S slots from
+    first_ns, the last one partial."""
+    slot_ns = int(SLOT_S * 1e9)
+    total = -(-(last_ns - first_ns + 1) // slot_ns)
+    return len({(t - first_ns) // slot_ns for t in stamps_ns if first_ns <= t <= last_ns}), total
+
+
+def run_once(bag: Path, windows: int, span_ns: tuple[int, int], folder: Path, domain: int, cold: bool,
+             auto_windows: bool) -> dict:
     import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
+    from geometry_msgs.msg import TwistStamped
 
     env = dict(os.environ, ROS_DOMAIN_ID=str(domain), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST", PYTHONUNBUFFERED="1")
+    if cold:
+        env["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="numba_cache_", dir=folder)
     os.environ.update(ROS_DOMAIN_ID=str(domain), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
     context = rclpy.Context()
     rclpy.init(context=context)
@@ -53,12 +79,13 @@ def run_once(bag: Path, windows: int, folder: Path, domain: int) -> dict:
     from rclpy.executors import SingleThreadedExecutor
     executor = SingleThreadedExecutor(context=context)
     executor.add_node(client)
-    reports = []
+    reports, estimates = [], []
     client.create_subscription(DiagnosticArray, "/diagnostics", reports.append, 10)
+    client.create_subscription(TwistStamped, "/angular_velocity", estimates.append, 1000)
     log = open(folder / f"node_{domain}.log", "w")
     started_s = time.time()
-    node = subprocess.Popen([str(BIN / "angular_velocity_node"), "--ros-args", "--params-file",
-                             str(REPOSITORY / "config" / "davis240c.yaml"), "-r", "events:=/dvs/events",
+    parameters = ([] if auto_windows else ["--params-file", str(REPOSITORY / "config" / "davis240c.yaml")])
+    node = subprocess.Popen([str(BIN / "angular_velocity_node"), "--ros-args", *parameters, "-r", "events:=/dvs/events",
                              "-p", "qos_reliability:=reliable"], env=env, stdout=log, stderr=subprocess.STDOUT)
     replay = subprocess.Popen([str(BIN / "focus-ros"), "replay", str(bag), "--rate", "1",
                                "--wait-for-subscribers", "60"],
@@ -73,8 +100,12 @@ def run_once(bag: Path, windows: int, folder: Path, domain: int) -> dict:
             executor.spin_once(timeout_sec=0.1)
         deadline = time.monotonic() + 60.0
 
-        def caught_up():
-            return int(values().get("windows_completed", 0)) >= windows and int(values().get("windows_pending", 1)) == 0
+        def caught_up():  # every window of the bag cut, none waiting, each estimated or dropped
+            v = {key: int(value) for key, value in values().items() if key.startswith(("windows_", "degenerate_"))}
+            accounted = sum(v.get(key, 0) for key in ("windows_processed", "degenerate_windows", "windows_dropped",
+                                                        "windows_lost", "windows_failed"))
+            return (v.get("windows_completed", 0) >= (1 if auto_windows else windows)
+                    and v.get("windows_pending", 1) == 0 and accounted >= v.get("windows_completed", 0))
 
         while time.monotonic() < deadline and not caught_up():
             executor.spin_once(timeout_sec=0.1)
@@ -96,7 +127,10 @@ def run_once(bag: Path, windows: int, folder: Path, domain: int) -> dict:
     running = re.search(r"\[(\d+\.\d+)\] \[angular_velocity_node\]: estimator running in process", text)
     ready_s = float(running.group(1)) - started_s if running else float("nan")
     estimated = int(result.get("windows_processed", 0)) + int(result.get("degenerate_windows", 0))
-    return dict(windows=windows, completed=int(result.get("windows_completed", 0)),
+    filled, slots = slots_filled([m.header.stamp.sec * 10**9 + m.header.stamp.nanosec for m in estimates], *span_ns)
+    return dict(windows=windows, slots=filled / slots, received=len(estimates),
+                calibration=result.get("calibration_source", "none"),
+                completed=int(result.get("windows_completed", 0)),
                 dropped=int(result.get("windows_dropped", 0)), estimated=estimated, ready_s=ready_s,
                 caught_up_s=done_s - float(running.group(1)) if running else float("nan"))
 
@@ -104,22 +138,27 @@ def run_once(bag: Path, windows: int, folder: Path, domain: int) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--cold", action="store_true", help="every run with an empty NUMBA_CACHE_DIR of its own")
+    parser.add_argument("--auto-windows", action="store_true",
+                        help="the node's default (auto) windows instead of config/davis240c.yaml's 30,000 events")
     options = parser.parse_args(argv)
     print(subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
     with tempfile.TemporaryDirectory() as folder:
         folder = Path(folder)
-        bag, windows = write_bag(folder)
-        print("| run | windows in the bag | completed by the node | dropped | estimated | "
-              "node start -> estimator ready (s) | ready -> caught up (s) |")
-        print("|---|---|---|---|---|---|---|")
+        bag, windows, span_ns = write_bag(folder)
+        print("| run | windows in the bag | completed by the node | dropped | estimated | estimates received | "
+              "20-ms slots filled | "
+              "calibration | node start -> estimator ready (s) | ready -> caught up (s) |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         rows = []
         for run in range(options.runs):
-            row = run_once(bag, windows, folder, domain=150 + os.getpid() % 50 + run)
+            row = run_once(bag, windows, span_ns, folder, domain=150 + os.getpid() % 50 + run, cold=options.cold,
+                           auto_windows=options.auto_windows)
             rows.append(row)
             print(f"| {run + 1} | {row['windows']} | {row['completed']} | {row['dropped']} | {row['estimated']} | "
-                  f"{row['ready_s']:.2f} | "
+                  f"{row['received']} | {row['slots']:.2f} | {row['calibration']} | {row['ready_s']:.2f} | "
                   f"{row['caught_up_s']:.2f} |", flush=True)
-    for key in ("estimated", "ready_s", "caught_up_s"):
+    for key in ("estimated", "slots", "ready_s", "caught_up_s"):
         values = [row[key] for row in rows]
         print(f"{key}: median {statistics.median(values):.2f}, range {min(values):.2f}-{max(values):.2f}")
     print(subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())

@@ -349,3 +349,155 @@ def test_calibration_fallback_fires_with_sim_time_and_no_clock(ros):
     receiver = make(camera_info_timeout_s=0.3, use_sim_time=True, **CALIBRATION_PARAMETERS)
     assert spin_until(executor, lambda: receiver.input.calibration is not None, 5.0)
     assert receiver.node.get_clock().now().nanoseconds == 0  # the ROS clock never moved
+
+
+# ----------------------------------------------------------------- nothing lost while the node starts
+
+
+def _davis240c_parameters(fx_offset: float = 0.0) -> dict:
+    """The calibration.* parameters of Calibration.davis240c() (what camera_info() carries), fx moved
+    by fx_offset px."""
+    calibration = Calibration.davis240c()
+    return {"calibration.width": 240, "calibration.height": 180, "calibration.fx": calibration.fx + fx_offset,
+            "calibration.fy": calibration.fy, "calibration.cx": calibration.cx, "calibration.cy": calibration.cy,
+            "calibration.distortion": list(calibration.distortion)}
+
+
+def test_camera_info_waiting_behind_a_busy_executor_is_used_before_the_fallback(ros, capfd):
+    """camera_info came in time but the executor was busy past camera_info_timeout_s (here: not
+    spinning the node for 1 s). rclpy runs the due timeout before the waiting subscription; the
+    timeout must take the waiting camera_info, not the calibration parameters (which differ by 1
+    px in fx): one calibration, from camera_info, no fallback line, the held events delivered."""
+    from rclpy.executors import SingleThreadedExecutor
+
+    node, executor, _ = ros
+    receiver = Receiver(node.context, dict(camera_info_timeout_s=0.3, qos_reliability="reliable",
+                                           event_message_type="dvs_msgs/EventArray",
+                                           **_davis240c_parameters(fx_offset=1.0)))
+    busy = SingleThreadedExecutor(context=node.context)
+    try:
+        info_publisher = node.create_publisher(CameraInfo, "/dvs/camera_info", 10)
+        publisher = node.create_publisher(EventArray, "/events", 100)
+        # matching is DDS's business: spinning the test's node alone, the receiver's timer stays due
+        assert spin_until(executor, lambda: info_publisher.get_subscription_count() > 0
+                          and publisher.get_subscription_count() > 0, 20.0)
+        info_publisher.publish(camera_info())
+        events = synthetic_events(2000, 10**9)
+        for start in (0, 1000):
+            publisher.publish(codecs.encode_event_array(events[start:start + 1000], 180, 240, "cam"))
+        spin_until(executor, lambda: False, 1.0)  # the receiver's executor busy: its 0.3-s timeout is due
+        busy.add_node(receiver.node)
+        assert spin_until(busy, lambda: len(receiver.batches) == 2, 10.0)
+        spin_until(busy, lambda: False, 0.5)
+        assert [source for _, source, _ in receiver.log] == ["camera_info"]
+        assert receiver.input.calibration.fx == pytest.approx(Calibration.davis240c().fx)
+        assert Events.concatenate([b.events for b in receiver.batches]).equals(events)
+        values = receiver.input.diagnostics()
+        assert values["calibration_source"] == "camera_info" and values["camera_info_received"] == 1
+        log = capfd.readouterr().err
+        assert "calibration parameters" not in log and "no calibration" not in log, log
+    finally:
+        receiver.input.close()
+        busy.shutdown()
+        receiver.node.destroy_node()
+
+
+def test_camera_info_equal_to_the_parameters_in_use_only_changes_the_source(ros, capfd):
+    """The fallback parameters were taken (no camera_info within the timeout); a camera_info with
+    the same numbers arrives later (a bag or driver that started after the node): the source
+    becomes camera_info, without a calibration change (the node would reconfigure its estimator
+    for nothing); a different one later is still a change."""
+    node, executor, make = ros
+    receiver = make(camera_info_timeout_s=0.0, qos_reliability="reliable", event_message_type="dvs_msgs/EventArray",
+                    **_davis240c_parameters())
+    assert spin_until(executor, lambda: receiver.input.calibration is not None, 10.0)
+    assert receiver.input.calibration_source == "parameters"
+    info_publisher = node.create_publisher(CameraInfo, "/dvs/camera_info", 10)
+    assert spin_until(executor, lambda: info_publisher.get_subscription_count() > 0, 20.0)
+    info_publisher.publish(camera_info())
+    assert spin_until(executor, lambda: receiver.input.calibration_source == "camera_info", 10.0)
+    assert [source for _, source, _ in receiver.log] == ["parameters"]
+    assert receiver.input.diagnostics()["calibration_changes"] == 0
+    assert "agrees with the calibration parameters in use" in capfd.readouterr().err
+    info_publisher.publish(camera_info(fx=190.0))
+    assert spin_until(executor, lambda: len(receiver.log) == 2, 10.0)
+    assert receiver.log[1][2].fx == 190.0 and receiver.input.diagnostics()["calibration_changes"] == 1
+
+
+def test_the_first_take_of_the_own_thread_is_held_what_follows_is_live(ros):
+    """own_thread: the kernels load before the first take; the messages of that take (queued
+    meanwhile, or the first one) reach the node flagged held, later ones not."""
+    node, executor, make = ros
+    receiver = make(own_thread=True, camera_info_timeout_s=0.0, qos_reliability="reliable",
+                    event_message_type="dvs_msgs/EventArray", **CALIBRATION_PARAMETERS)
+    assert spin_until(executor, lambda: receiver.input.calibration is not None, 10.0)
+    publisher = connect(node, executor)
+    events = synthetic_events(4000, 10**9)
+    for start in (0, 1000, 2000):  # a burst: the first take holds the first message, maybe more
+        publisher.publish(codecs.encode_event_array(events[start:start + 1000], 180, 240, "cam"))
+    assert spin_until(executor, lambda: len(receiver.batches) == 3, 10.0)
+    spin_until(executor, lambda: False, 0.3)
+    publisher.publish(codecs.encode_event_array(events[3000:], 180, 240, "cam"))  # after the first take: live
+    assert spin_until(executor, lambda: len(receiver.batches) == 4, 10.0)
+    held = [batch.held for batch in receiver.batches]
+    assert held[0] and not held[3] and held == sorted(held, reverse=True), held  # the held ones first
+    assert Events.concatenate([b.events for b in receiver.batches]).equals(events)
+
+
+def test_load_kernels_runs_the_decoders_and_the_guard_of_each_subscribable_type():
+    """load_kernels decodes (EventArray) and guards synthetic messages without error and is fast
+    once loaded: a second call in the same process costs milliseconds."""
+    import time
+
+    from focus_ros.ros.event_input import SUBSCRIBABLE_TYPES, load_kernels
+
+    for message_type in SUBSCRIBABLE_TYPES:
+        load_kernels(message_type)
+        started = time.perf_counter()
+        assert load_kernels(message_type) < 0.5
+        assert time.perf_counter() - started < 0.5
+
+
+def test_backlog_keeps_held_jobs_from_a_live_policy_of_a_real_runner():
+    """Backlog against a real EstimatorRunner (inline estimator, the angular velocity kind): jobs
+    cut from held events are queued past the live bound (1) and all estimated in order once the
+    runner is configured, none skipped; once they have left the queue, the live policy applies
+    again (a burst of live jobs keeps the newest: some dropped)."""
+    import threading
+
+    from focus_ros.estimators.angular_velocity import real_time_settings
+    from focus_ros.ros.event_input import Backlog
+    from focus_ros.runtime import EstimatorRunner, Job
+
+    class Log:
+        def info(self, text): pass
+        warning = error = info
+
+    done, finished = [], threading.Event()
+    backlog = None
+
+    def on_result(job, result):
+        done.append(job.context)
+        if len(done) == 6:
+            finished.set()
+
+    runner = EstimatorRunner("angular_velocity", Calibration.davis240c(), real_time_settings(), in_process=False,
+                             on_result=on_result, logger=Log(), warn_once=lambda key, text: None,
+                             max_pending=lambda: 100 if backlog.active() else 1,
+                             skippable=lambda: not backlog.active())
+    backlog = Backlog(runner)
+    try:
+        events = synthetic_events(30000, 10**9)
+        for index in range(6):  # held: the runner has no configuration yet, the jobs wait
+            backlog.push(Job(events[5000 * index:5000 * (index + 1)], context=index), held=True)
+        assert backlog.active() and runner.pending == 6 and runner.counts["dropped"] == 0
+        runner.configure(Calibration.davis240c(), real_time_settings())
+        assert finished.wait(60.0), runner.counts
+        assert done == list(range(6)) and runner.counts["dropped"] == 0
+        assert not backlog.active()
+        later = synthetic_events(30000, 2 * 10**9)
+        for index in range(6):  # live: queued faster than estimated, the newest kept
+            backlog.push(Job(later[5000 * index:5000 * (index + 1)], context=10 + index), held=False)
+        assert not backlog.active() and runner.pending <= 1
+    finally:
+        runner.stop()

@@ -42,8 +42,12 @@ nodes). A dead estimator process is restarted and counted. When
 windows complete faster than they are estimated, the newest one is taken, the warm start
 kept, and the skipped ones counted as dropped (``queue_policy: newest``, for live use); with
 ``queue_policy: all`` (bag evaluation) every window is processed in order, dropping the
-oldest only beyond ``max_pending_windows``. Events held before a calibration is known are
-bounded by ``max_buffered_events``. ``/diagnostics`` says whether the node keeps up:
+oldest only beyond ``max_pending_windows``. Nothing that arrives before the node can estimate is
+skipped as live: events held before a calibration is known (bounded by ``max_buffered_events``)
+and windows cut while the estimator starts or compiles (bounded by the same number of events)
+are all estimated, in order, once it can (then ``newest`` applies again); the decoder and the
+stream guard are loaded before the node subscribes (:func:`~focus_ros.ros.event_input.load_kernels`).
+``/diagnostics`` says whether the node keeps up:
 ``processed_ratio``, ``processing_ms_per_window`` (and its CPU time), ``latency_ms``.
 """
 
@@ -72,7 +76,7 @@ from focus_ros.optimize import OPTIMIZERS
 from focus_ros.ros import messages
 from focus_ros.ros.entry_point import run_node
 from focus_ros.ros.estimating_node import RUNNER_PARAMETERS, EstimatingNode
-from focus_ros.ros.event_input import EventBatch, EventInput
+from focus_ros.ros.event_input import Backlog, EventBatch, EventInput
 from focus_ros.ros.parameters import descriptor
 from focus_ros.visualization import iwe_to_rgb, saturation_scale
 from focus_ros.windows import AdaptiveWindows, CountWindowCutter, CutWindow, DurationWindowCutter, WindowRule
@@ -114,7 +118,8 @@ PARAMETERS = {
                           {"float_range": (0.0, 1e6)}),
     "queue_policy": ("newest", "when windows complete faster than they are processed: newest (skip to the "
                      "newest window, live use) or all (process every window in order, for bag evaluation)", {}),
-    "max_pending_windows": (100, "queue_policy all: bound on queued windows; beyond it the oldest are dropped",
+    "max_pending_windows": (100, "queue_policy all, and the windows of events held before the node could use "
+                            "them: bound on queued windows; beyond it the oldest are dropped",
                             {"integer_range": (1, 100000)}),
     "loss": ("variance", "focus loss (see focus_ros.losses.LOSSES)", {}),
     "use_polarity": (False, "image of warped events with polarity (b_k = p_k) or counts (b_k = 1)", {}),
@@ -183,15 +188,15 @@ class AngularVelocityNode(EstimatingNode):
             "angular_velocity", Calibration.davis240c(), self._estimator_settings(),
             on_result=self._publish, **self.runner_options(),
             logger=self.get_logger(), warn_once=lambda key, text: self._input.warn_once(key, text), unit="window",
-            max_pending=lambda: (1 if self.get_parameter("queue_policy").value == "newest"
-                                 else self.get_parameter("max_pending_windows").value),
-            skippable=lambda: self.get_parameter("queue_policy").value == "newest",
+            max_pending=lambda: 1 if self._live() else self.get_parameter("max_pending_windows").value,
+            skippable=self._live,
             # windows cut before the estimator is ready are held (up to the events the input holds
             # before a calibration), then all estimated: a bag played as the node starts loses none
             hold_events=lambda: self.get_parameter("max_buffered_events").value,
             images_wanted=PictureRate(lambda: self.get_parameter("image_rate_hz").value,
                                       lambda: any(publisher.get_subscription_count() > 0
                                                   for publisher in self._image_publishers.values())))
+        self._backlog = Backlog(self._runner)  # windows of held events: worked off in order (see _live)
         # the event messages are taken on the input's own thread, outside rclpy's executor (which
         # costs about as much per message as the input's own work: BENCHMARKS.md, "The executor's
         # CPU per event message"); _on_events and the parameter and calibration callbacks share self._lock
@@ -276,10 +281,27 @@ class AngularVelocityNode(EstimatingNode):
         pixels = -(-self._calibration.width // binning) * -(-self._calibration.height // binning)
         return AdaptiveWindows(rule, pixels, self.get_parameter("max_window_events").value, live=True)
 
+    def _live(self) -> bool:
+        """The live queue policy is in force (``queue_policy: newest``: the newest window, the skipped
+        ones dropped), except while windows cut from held events wait (events that came before the
+        calibration, or queued while the first message's decoder compiled: at the sensor's rate,
+        before the node could use them): those are all estimated, in order
+        (:class:`~focus_ros.ros.event_input.Backlog`; bounded by max_pending_windows). Called by
+        the runner with its lock held: takes no lock of the node's."""
+        return self.get_parameter("queue_policy").value == "newest" and not self._backlog.active()
+
     # ----------------------------------------------------------------- input
     def _on_calibration(self, calibration: Calibration, source: str) -> None:
+        """The first calibration: windows and estimator configured. A later one of the same sensor
+        size (camera_info after the fallback parameters, a driver's recalibration): the windows
+        cut and queued stay (they hold events, not intrinsics) and the estimator takes the new
+        intrinsics from its next window: nothing waiting is dropped. Another size: all anew."""
         with self._lock:
-            self._calibration = calibration
+            previous, self._calibration = self._calibration, calibration
+            if (previous is not None and (previous.width, previous.height) == (calibration.width, calibration.height)
+                    and not self._settings_changed):
+                self._runner.configure(calibration, self._estimator_settings())
+                return
             self._apply_settings()
 
     def _on_events(self, batch: EventBatch) -> None:
@@ -294,8 +316,8 @@ class AngularVelocityNode(EstimatingNode):
                 self._runner.reset()
             for window in self._windows.push(batch.events):
                 events = window.events if isinstance(window, CutWindow) else window
-                self._runner.push(Job(events, extra=self._covariance_wanted(), context=window,
-                                      received_s=batch.received_s))
+                self._backlog.push(Job(events, extra=self._covariance_wanted(), context=window,
+                                       received_s=batch.received_s), held=batch.held)
 
     def _covariance_wanted(self) -> bool:
         """Whether anyone subscribes to the outputs that carry the covariance (imu, twist)."""

@@ -12,7 +12,9 @@ selector cuts keyframes by parallax (the camera travelled ``keyframe_baseline_fr
 scene depth, the median depth of the last keyframe, or turned ``keyframe_max_rotation_deg``;
 or every ``keyframe_baseline_m`` metres; at most ``keyframe_events`` events). A keyframe
 completed while the estimator is still on an earlier one waits and is joined by the next
-(``keyframe_merge_when_busy``), so the keyframe rate follows the estimator and none is dropped.
+(``keyframe_merge_when_busy``), so the keyframe rate follows the estimator and none is dropped;
+until the estimator's first keyframe is back (its start, with an empty Numba cache a compile of
+seconds) keyframes queue as cut instead, up to ``max_pending_keyframes``.
 The estimator builds each keyframe's disparity space image and its
 depth from focus (:class:`~focus_ros.estimators.depth.DepthEstimator`) as the other nodes' do
 (:class:`~focus_ros.runtime.EstimatorRunner`): in a process of its own, the keyframe's
@@ -542,7 +544,7 @@ class DepthNode(EstimatingNode):
             self._waiting = None
         else:
             self._waiting_stride = 1
-        if self.get_parameter("keyframe_merge_when_busy").value and self._outstanding() > 0:
+        if self.get_parameter("keyframe_merge_when_busy").value and self._estimator_busy():
             if self._waiting_since_s is None:
                 self._waiting_since_s = time.monotonic()
             self._waiting = (events, received_s)
@@ -550,10 +552,21 @@ class DepthNode(EstimatingNode):
         self._waiting_since_s = None
         self._push(events, received_s)
 
+    def _estimator_busy(self) -> bool:
+        """The estimator is on an earlier keyframe, so that a keyframe completed now waits and is
+        joined by the next (lock held). Until its first keyframe is back it is starting, not slow
+        (its process starts, and with an empty Numba cache it compiles for seconds, its first
+        keyframe included): keyframes then queue as cut, up to max_pending_keyframes, and only
+        beyond that are joined; joining them all would make one keyframe of the whole start-up."""
+        outstanding = self._outstanding()
+        if self._stats["keyframes_done"] == 0:
+            return outstanding >= self.get_parameter("max_pending_keyframes").value
+        return outstanding > 0
+
     def _push_waiting(self) -> None:
         """The held keyframe to the estimator once it is free, or after MERGE_WAIT_MAX_S whatever
         the count says (a result the runner discarded, e.g. after a reconfiguration; lock held)."""
-        if self._waiting is not None and (self._outstanding() <= 0 or
+        if self._waiting is not None and (not self._estimator_busy() or
                                           time.monotonic() - self._waiting_since_s > MERGE_WAIT_MAX_S):
             waiting, self._waiting, self._waiting_since_s = self._waiting, None, None
             self._push(*waiting)

@@ -17,14 +17,25 @@
   one subscribed to, or when a publisher's QoS cannot match the subscription (a best-effort
   driver against ``qos_reliability: reliable``), which would otherwise be total silence;
 - the :class:`~focus_ros.stream.StreamGuard` (sensor bounds, time order, gaps, restarts);
+- the compiled code every message runs (the decoder of the subscribed type, the stream guard),
+  loaded or compiled by :func:`load_kernels` before the subscription is made, not inside the
+  first message's decoding (with an empty Numba cache that took about a second while the
+  sensor's messages piled up, and a live node then kept only the newest of the windows of that
+  burst); the messages of the own thread's first take reach the node flagged as held;
 - the calibration: a usable ``sensor_msgs/CameraInfo`` on ``camera_info_topic`` (an unusable
   one, NaN or implausible, is refused with its reason; a later, different one replaces the
-  calibration in use and ``on_calibration`` is called again; identical ones are skipped), or
+  calibration in use and ``on_calibration`` is called again; identical ones are skipped; one
+  identical to the parameters' calibration in use only changes ``calibration_source``), or
   after ``camera_info_timeout_s`` (steady clock: it fires with ``use_sim_time`` and no
   ``/clock`` too) the ``calibration.*`` parameters / ``calibration.file``; one log line says
-  which is used, one error line when there is none (camera_info is then still awaited);
+  which is used, one error line when there is none (camera_info is then still awaited). The
+  timeout first takes any camera_info already waiting in the subscription's queue: rclpy's
+  executor runs a due timer before a ready subscription, so after a long callback the
+  fallback would otherwise win over a camera_info that came in time;
 - buffering while there is no calibration yet (bounded by ``max_buffered_events``, oldest
-  messages dropped first and counted);
+  messages dropped first and counted); held batches reach the node flagged
+  :attr:`EventBatch.held`, so that it works them off in order instead of treating them as a
+  live burst (:class:`Backlog`);
 - warn-once logging of input faults (one line per kind of fault) and the diagnostic counters
   (:meth:`EventInput.diagnostics`) a node adds to its own ``/diagnostics`` status, with
   :meth:`EventInput.problem` for its level.
@@ -74,6 +85,7 @@ from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.qos import HistoryPolicy, QoSCompatibility, QoSProfile, ReliabilityPolicy, qos_check_compatible
 from sensor_msgs.msg import CameraInfo
 
+from focus_ros import codecs
 from focus_ros.camera import Calibration
 from focus_ros.codecs import message_types
 from focus_ros.events import Events
@@ -129,17 +141,97 @@ class EventBatch:
     with no usable events are not delivered); received_s: ``time.monotonic()`` (s) when the message
     arrived (for latency); frame_id: the message's header frame; restart: the stream restarted
     just before these events (a gap longer than the guard's ``gap_s`` or a jump back in time):
-    drop buffered windows and warm starts before using them.
+    drop buffered windows and warm starts before using them; held: the message arrived before
+    the input could use it (before a calibration, delivered right after ``on_calibration``; or
+    in the own thread's first take, while an EventPacket's decoder compiled on the first
+    message): one of a backlog delivered at once, not a sign that the node falls behind (see
+    :class:`Backlog`).
     """
 
     events: Events
     received_s: float
     frame_id: str
     restart: bool = False
+    held: bool = False
 
 
 #: the own thread's wait (ns) between checks that the input is still open
 _WAIT_NS = 100_000_000
+
+#: frame ids of 1 to 4 characters: a message's event bytes then start at every offset modulo 4,
+#: read in place when aligned and copied when not (a read-only view or a writable array: two
+#: argument types, so two compiled versions of a decoder kernel)
+_WARM_UP_FRAME_IDS = ("c", "ca", "cam", "came")
+#: load_kernels taking longer than this (s) was a compile, not a load from Numba's cache: said once
+_COMPILE_NOTICE_S = 0.5
+
+
+def load_kernels(message_type: str) -> float:
+    """Run the compiled code that a subscription of ``message_type`` runs on every message (the
+    stream guard, and the decoder of an EventArray type) on small synthetic messages, one per
+    frame-id alignment, and return the wall time this took (s).
+
+    Why beforehand: numba compiles a kernel on its first call in a process (with an empty
+    cache 0.8 s for the EventArray decoder and the guard on one core of a 2-core machine, 2 to
+    3 times that while the estimator compiles beside it) or loads it from its cache
+    (milliseconds). Compiled inside the first message's decoding, it held the input while the
+    sensor's messages piled up; the node then cut a second of windows at once and a live node
+    (``queue_policy: newest``) estimated only the newest of them. An EventPacket's decoder
+    depends on its encoding, known from its first message only (compiling all four beforehand
+    took 13 s): it compiles on that message, and the messages that queue meanwhile reach the
+    node flagged as held (:attr:`EventBatch.held`; see :class:`EventInput`, ``own_thread``).
+    Run before the subscription exists, this also keeps its CPU from the moment a waiting
+    publisher starts (a burst of best-effort messages then lost for lack of a core)."""
+    count = 16
+    index = np.arange(count)
+    events = Events.from_arrays(index * 7 % 240, index * 5 % 180, 1_000_000_000 + 1000 * index.astype(np.int64),
+                                np.where(index % 2, 1, -1))
+    row = message_types.event_message_type(message_type)
+    started = time.perf_counter()
+    batches = []
+    if row is not None and row.packet:
+        batches.append((events, 240, 180, 0))
+    else:
+        for frame_id in _WARM_UP_FRAME_IDS:
+            decoded, info = messages.event_decoder(message_type)(
+                bytes(codecs.encode_event_array(events, 180, 240, frame_id)))
+            batches.append((decoded, info.width, info.height, info.outside_events))
+    for decoded, width, height, outside in batches:
+        guard = StreamGuard(240, 180, gap_s=1.0)
+        for _ in range(2):  # the first batch of a stream, then one after it
+            guard.check(decoded, width, height, dropped_outside=outside)
+    return time.perf_counter() - started
+
+
+class Backlog:
+    """Which of a runner's jobs were cut from events the input held (:attr:`EventBatch.held`):
+    the node pushes its jobs through :meth:`push`, and its queue policy asks :meth:`active`.
+
+    Why: events that arrive before a calibration are held, then delivered at once. A live
+    node's policy (``queue_policy: newest``: skip to the newest window) reads such a burst as
+    falling behind and estimates only its last window; yet these events came at the sensor's
+    rate, before the node could use them. While :meth:`active`, the node's policy is therefore
+    the runner's catch-up (every job in order, none skipped, bounded), as the runner itself
+    does for jobs that wait for its engine to start (``hold_events``); it ends as soon as the
+    last held job has left the runner's queue. ``runner``: an
+    :class:`~focus_ros.runtime.EstimatorRunner` (its ``counts["completed"]``, jobs pushed, and
+    ``pending``, jobs still queued); :meth:`active` takes no lock, so the runner may call it
+    with its own lock held."""
+
+    def __init__(self, runner):
+        self._runner = runner
+        self._last_held = 0  # the runner's "completed" count just after the last held job was pushed
+
+    def push(self, job, held: bool) -> None:
+        """Push ``job`` to the runner; ``held``: it was cut from a held batch."""
+        if held:
+            self._last_held = self._runner.counts["completed"] + 1
+        self._runner.push(job)
+
+    def active(self) -> bool:
+        """A job cut from held events is still waiting in the runner's queue (jobs leave it in
+        order: submitted, dropped, or cleared by a reset or a reconfiguration)."""
+        return self._runner.counts["completed"] - self._runner.pending < self._last_held
 
 
 class _OutsideTheExecutor(CallbackGroup):
@@ -173,9 +265,9 @@ class EventInput:
     all the input's own work (BENCHMARKS.md, "The executor's CPU per event message").
     ``on_events`` (and ``on_calibration`` for buffered events) then run on that thread,
     beside the executor's callbacks: the node must guard its state with a lock. The thread
-    starts with the subscription (at once for an explicit ``event_message_type``, when the
-    topic's publishers show their type for ``auto``) and ends with the context, the node's
-    destruction or :meth:`close`.
+    starts at once for an explicit ``event_message_type`` (when the topic's publishers show
+    their type for ``auto``), loads the input's kernels (:func:`load_kernels`), makes the
+    subscription and ends with the context, the node's destruction or :meth:`close`.
     """
 
     def __init__(self, node, on_events: Callable[[EventBatch], None],
@@ -208,7 +300,8 @@ class EventInput:
         self._waiting: deque = deque()  # (events, width, height, outside, received_s, frame_id) until calibrated
         self._waiting_events = 0
         self._counts = dict(messages_received=0, events_received=0, malformed_messages=0,
-                            events_dropped_unconfigured=0, camera_info_refused=0, calibration_changes=0)
+                            events_dropped_unconfigured=0, camera_info_received=0, camera_info_refused=0,
+                            calibration_changes=0)
         self._problems: dict[str, str] = {}  # what keeps input from arriving, by topic ("events", "camera_info")
         self._events_since_report = 0
         self._last_report_s = time.monotonic()
@@ -227,8 +320,9 @@ class EventInput:
         if self._requested_type != AUTO:
             self._subscribe(self._requested_type)
         self._camera_info_qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10)
-        node.create_subscription(CameraInfo, self.camera_info_topic, self._on_camera_info, self._camera_info_qos,
-                                 callback_group=callback_group)
+        self._camera_info_subscription = node.create_subscription(
+            CameraInfo, self.camera_info_topic, self._on_camera_info, self._camera_info_qos,
+            callback_group=callback_group)
         # timers on the steady clock: with use_sim_time and no /clock a timer on the node's clock never fires
         steady = Clock(clock_type=ClockType.STEADY_TIME)
         self._fallback_timer = node.create_timer(max(value("camera_info_timeout_s"), 0.01),
@@ -291,8 +385,9 @@ class EventInput:
     def diagnostics(self) -> dict:
         """Counters for the node's /diagnostics status: event_rate_mev_s (since the previous
         call), events_received, messages_received, malformed_messages,
-        events_dropped_unconfigured (dropped while waiting for a calibration), camera_info_refused
-        (distinct camera_info messages refused as unusable), calibration_changes (a later,
+        events_dropped_unconfigured (dropped while waiting for a calibration), camera_info_received
+        (every camera_info message taken), camera_info_refused (distinct camera_info messages
+        refused as unusable), calibration_changes (a later,
         different calibration taken), the stream guard's counts (:data:`focus_ros.stream.COUNTERS`:
         empty_messages, out_of_range_events, unsorted_messages, out_of_order_events, restarts,
         size_mismatch_messages), calibration_source, event_message_type (as subscribed, or
@@ -311,17 +406,32 @@ class EventInput:
         return values
 
     # ----------------------------------------------------------------- subscription
+    def _load_kernels(self, message_type: str) -> None:
+        """:func:`load_kernels`, the time said once when it was a compile (an empty or stale cache)."""
+        took_s = load_kernels(message_type)
+        if took_s > _COMPILE_NOTICE_S:
+            row = message_types.event_message_type(message_type)
+            what = "the stream guard" if row is not None and row.packet else f"the {message_type} decoder and guard"
+            self.warn_once("compiled_input", f"compiled {what} in {took_s:.1f} s (not in Numba's cache; `python -m "
+                           "focus_ros.kernels` at install does it beforehand); messages that came meanwhile are used")
+
     def _subscribe(self, message_type: str) -> None:
-        """Subscribe to ``events`` as message_type (serialized bytes), start the own thread."""
+        """Subscribe to ``events`` as message_type (serialized bytes). The decoder and the guard
+        are loaded first (:func:`load_kernels`), so that the subscription, which publishers that
+        wait for subscribers (a bag player, a test) wait for, appears only once the input can
+        take messages at full speed: on the own thread, which then subscribes and takes the
+        messages (the executor is not held meanwhile), or here when the executor takes them."""
         message_class = messages.event_message_class(message_type)
         self._decode = messages.event_decoder(message_type)
         self._message_type = message_type
-        self._subscription = self._node.create_subscription(
-            message_class, "events", self._on_message, self._qos, raw=True,
-            callback_group=_OutsideTheExecutor() if self._own_thread else self._callback_group)
         if self._own_thread:
-            self._thread = threading.Thread(target=self._take_loop, name="event_input", daemon=True)
+            self._thread = threading.Thread(target=self._take_loop, args=(message_class,), name="event_input",
+                                            daemon=True)
             self._thread.start()
+            return
+        self._load_kernels(message_type)
+        self._subscription = self._node.create_subscription(message_class, "events", self._on_message, self._qos,
+                                                            raw=True, callback_group=self._callback_group)
 
     def _check_graph(self) -> None:
         """The steady timer's look at the graph: with ``auto``, subscribe as soon as the events
@@ -405,11 +515,26 @@ class EventInput:
                 return
             self._receive(taken[0])
 
-    def _take_loop(self) -> None:
-        """``own_thread``: wait on the events subscription alone, take every queued message."""
-        subscription = self._subscription
+    def _take_loop(self, message_class) -> None:
+        """``own_thread``: load the kernels, subscribe, then wait on the events subscription alone
+        and take every queued message. The messages of the first take (the first message, an
+        EventPacket's encoding compiled on it, and all that queued while it was decoded) are
+        delivered as held: a backlog, not a live burst."""
+        try:
+            self._load_kernels(self._message_type)
+        except Exception as error:  # noqa: BLE001 - the first message compiles then, as it used to
+            self.warn_once("load_kernels", f"event input: loading the decoder beforehand failed: {error}")
         context = self._node.context
-        wait_set = _rclpy.WaitSet(1, 0, 0, 0, 0, 0, context.handle)
+        try:
+            if self._closed or not context.ok():
+                return
+            subscription = self._node.create_subscription(message_class, "events", self._on_message, self._qos,
+                                                          raw=True, callback_group=_OutsideTheExecutor())
+            wait_set = _rclpy.WaitSet(1, 0, 0, 0, 0, 0, context.handle)
+        except Exception:  # noqa: BLE001 - the node was destroyed or shut down while the kernels loaded
+            return
+        self._subscription = subscription
+        backlog = True
         while not self._closed and context.ok():
             try:
                 with subscription.handle:
@@ -418,11 +543,14 @@ class EventInput:
                     wait_set.wait(_WAIT_NS)
                     if subscription.handle.pointer not in wait_set.get_ready_entities("subscription"):
                         continue
+                    took = False
                     while not self._closed:
                         taken = subscription.handle.take_message(subscription.msg_type, True)
                         if taken is None:
                             break
-                        self._receive(taken[0])
+                        self._receive(taken[0], held=backlog)
+                        took = True
+                    backlog = backlog and not took
             except InvalidHandle:  # the node (or its subscription) was destroyed
                 return
             except Exception as error:  # noqa: BLE001 - the input keeps running; the executor would have raised
@@ -430,7 +558,9 @@ class EventInput:
                     return
                 self.warn_once("own_thread:" + fault_kind(error), f"event input: {error}")
 
-    def _receive(self, serialized: bytes) -> None:
+    def _receive(self, serialized: bytes, held: bool = False) -> None:
+        """Decode one message, count it, and hold it (no calibration yet) or deliver it; held: one
+        of the input's first take (see :meth:`_take_loop`)."""
         received_s = time.monotonic()
         try:
             events, info = self._decode(serialized)
@@ -452,7 +582,7 @@ class EventInput:
             if self._guard is None:
                 self._hold(item)
                 return
-            self._deliver(*item)
+            self._deliver(*item, held=held)
 
     def _hold(self, item) -> None:
         """Keep a message until there is a calibration (bounded; lock held)."""
@@ -466,13 +596,14 @@ class EventInput:
             self.warn_once("unconfigured_overflow", f"more than {limit} events arrived before a calibration: "
                            "the oldest are dropped (max_buffered_events)")
 
-    def _deliver(self, events, width, height, outside, received_s, frame_id) -> None:
-        """Guard one message's events and hand them to the node (lock held)."""
+    def _deliver(self, events, width, height, outside, received_s, frame_id, held: bool = False) -> None:
+        """Guard one message's events and hand them to the node (lock held); held: it waited
+        (:attr:`EventBatch.held`)."""
         result = self._guard.check(events, width, height, dropped_outside=outside)
         for kind, text in result.problems:
             self.warn_once(kind, text)
         if len(result.events):
-            self._on_events(EventBatch(result.events, received_s, frame_id, result.restart))
+            self._on_events(EventBatch(result.events, received_s, frame_id, result.restart, held))
 
     # ----------------------------------------------------------------- calibration
     def _on_camera_info(self, message: CameraInfo) -> None:
@@ -480,6 +611,7 @@ class EventInput:
         a changed one: a driver reconfigured, a bad one corrected); skip identical ones at the
         cost of comparing their fields; refuse an unusable one with a reason (once per kind),
         keeping the calibration in use."""
+        self._counts["camera_info_received"] += 1
         seen = (int(message.width), int(message.height), message.distortion_model,
                 np.asarray(message.k, np.float64).tobytes(), np.asarray(message.d, np.float64).tobytes())
         if seen == self._camera_info_seen:
@@ -496,26 +628,53 @@ class EventInput:
             self.warn_once("camera_info:" + fault_kind(error), text)
             return
         self._problems.pop("camera_info_refused", None)
-        if self._calibration_source == "camera_info" and calibration == self._calibration:
+        if calibration == self._calibration:
+            if self._calibration_source != "camera_info":
+                # the same numbers as the parameters in use (a params file written from this camera):
+                # nothing to restart, no window to lose; only the source changes
+                self._calibration_source = "camera_info"
+                self._node.get_logger().info(f"camera_info on '{self.camera_info_topic}' agrees with the calibration "
+                                             "parameters in use: calibration_source is now camera_info")
             return
         self._set_calibration(calibration, "camera_info", f"camera_info on '{self.camera_info_topic}'")
 
+    def _take_waiting_camera_info(self) -> None:
+        """Handle the camera_info messages already waiting in the subscription's queue, as its
+        callback would. rclpy's executor runs a due timer before a ready subscription: after a
+        callback that kept the executor busy past ``camera_info_timeout_s``, the timeout would
+        otherwise be handled ahead of a camera_info that came in time."""
+        subscription = self._camera_info_subscription
+        while True:
+            try:
+                with subscription.handle:
+                    taken = subscription.handle.take_message(subscription.msg_type, False)
+            except Exception:  # noqa: BLE001 - destroyed (shutdown): nothing waits any more
+                return
+            if taken is None:
+                return
+            self._on_camera_info(taken[0])
+
     def _use_fallback_calibration(self) -> None:
+        """The camera_info timeout: the calibration parameters, unless a usable camera_info came
+        (also one still waiting in the queue). Said in one line: which calibration, or why none."""
         self._fallback_timer.cancel()
+        self._take_waiting_camera_info()
         if self._calibration is not None:
             return
         node = self._node
+        timeout_s = node.get_parameter("camera_info_timeout_s").value
+        received = self._counts["camera_info_received"]
+        camera_info = (f"{received} camera_info on '{self.camera_info_topic}' within {timeout_s} s, none usable"
+                       if received else f"no camera_info on '{self.camera_info_topic}' within {timeout_s} s")
         try:
             calibration = messages.calibration_from_parameters(
                 {name.split(".", 1)[1]: node.get_parameter(name).value
                  for name in PARAMETERS if name.startswith("calibration.")})
         except (ValueError, OSError) as error:
-            node.get_logger().error(
-                f"no calibration: nothing usable on '{self.camera_info_topic}' after "
-                f"{node.get_parameter('camera_info_timeout_s').value} s and {error}; "
-                "waiting for camera_info (events are buffered, bounded)")
+            node.get_logger().error(f"no calibration yet: {camera_info}, and {error}; waiting for camera_info "
+                                    "(events are held, bounded by max_buffered_events)")
             return
-        self._set_calibration(calibration, "parameters", "the calibration parameters (no camera_info arrived)")
+        self._set_calibration(calibration, "parameters", f"the calibration parameters ({camera_info})")
 
     def _set_calibration(self, calibration: Calibration, source: str, description: str) -> None:
         with self._lock:
@@ -530,11 +689,11 @@ class EventInput:
                 self._counts["calibration_changes"] += 1
                 text = (f"calibration changed: {text} (was {previous.width}x{previous.height} px, "
                         f"fx {previous.fx:.2f} fy {previous.fy:.2f} cx {previous.cx:.2f} cy {previous.cy:.2f}); "
-                        "the estimator restarts")
+                        "the estimator uses it from its next window")
             self._node.get_logger().info(text)
             if self._on_calibration is not None:
                 self._on_calibration(calibration, source)
             while self._waiting:
                 item = self._waiting.popleft()
                 self._waiting_events -= len(item[0])
-                self._deliver(*item)
+                self._deliver(*item, held=True)

@@ -39,7 +39,10 @@ The estimator runs as the angular velocity node's does (:class:`~focus_ros.runti
 in a process of its own fed through shared memory (``estimator_process``, default; false = a
 thread of the node), a dead process restarted and counted in ``/diagnostics``. With
 ``queue_policy: newest`` (live) it skips to the newest complete window and counts the skipped
-ones as dropped, with ``all`` (bags) it processes every window.
+ones as dropped, with ``all`` (bags) it processes every window. Windows cut while the estimator
+starts or compiles, and those of events that came before the node could use them (before a
+calibration, or while the first message's decoder compiled), are all processed in order
+whatever the policy (bounded by ``max_buffered_events`` and ``max_pending_windows``).
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ from focus_ros.losses import LOSSES
 from focus_ros.ros import messages
 from focus_ros.ros.entry_point import run_node
 from focus_ros.ros.estimating_node import RUNNER_PARAMETERS, EstimatingNode
-from focus_ros.ros.event_input import EventBatch, EventInput
+from focus_ros.ros.event_input import Backlog, EventBatch, EventInput
 from focus_ros.ros.parameters import descriptor
 from focus_ros.windows import CountWindowCutter, DurationWindowCutter, thin_events
 
@@ -77,8 +80,8 @@ PARAMETERS = {
     "window_duration_s": (0.0, "> 0: windows of this duration (s) instead of a number of events",
                           {"float_range": (0.0, 10.0), "read_only": True}),
     "queue_policy": ("newest", "newest (skip to the newest complete window, live) or all (every window, bags)", {}),
-    "max_pending_windows": (100, "queue_policy all: bound on queued windows (oldest dropped beyond it)",
-                            {"integer_range": (1, 100000)}),
+    "max_pending_windows": (100, "queue_policy all, and the windows of events held before the node could use them: "
+                            "bound on queued windows (oldest dropped beyond it)", {"integer_range": (1, 100000)}),
     "loss": (DEFAULTS.loss, "focus loss (focus_ros.losses.LOSSES; not mean_timestamp)", {}),
     "use_polarity": (DEFAULTS.use_polarity, "IWE with polarity (b_k = p_k) or counts (b_k = 1)", {}),
     "patch_size_px": (DEFAULTS.patch_size_px, "patch side (px)", {"integer_range": (2, 1024), "read_only": True}),
@@ -184,15 +187,18 @@ class OpticalFlowNode(EstimatingNode):
         self._flow_publisher = self.create_publisher(Image, "optical_flow", 10)
         self._confidence_publisher = self.create_publisher(Image, "optical_flow/confidence", 10)
         self._image_publisher = self.create_publisher(Image, "optical_flow/image", 1)
-        newest = lambda: self.get_parameter("queue_policy").value == "newest"  # noqa: E731
         self._runner = EstimatorRunner(
             "optical_flow", Calibration.davis240c(), self._settings(),
             on_result=self._publish, **self.runner_options(),
             logger=self.get_logger(), warn_once=lambda key, text: self._input.warn_once(key, text),
-            unit="window", max_pending=lambda: 1 if newest() else self.get_parameter("max_pending_windows").value,
-            skippable=newest, name="focus_ros_flow",
+            unit="window", max_pending=lambda: 1 if self._live() else self.get_parameter("max_pending_windows").value,
+            skippable=self._live, name="focus_ros_flow",
+            # windows cut while the estimator starts or compiles are held (bounded as the input's
+            # events before a calibration), then all estimated in order
+            hold_events=lambda: self.get_parameter("max_buffered_events").value,
             images_wanted=PictureRate(lambda: self.get_parameter("image_rate_hz").value,
                                       lambda: self._image_publisher.get_subscription_count() > 0))
+        self._backlog = Backlog(self._runner)  # windows of held events: worked off in order (see _live)
         self._input = EventInput(self, self._on_events, self._on_calibration, own_thread=True)  # off the executor
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.start_diagnostics(self._publish_diagnostics)
@@ -275,10 +281,22 @@ class OpticalFlowNode(EstimatingNode):
                                f"{estimator.binning}x{estimator.binning}), {window}, at most "
                                f"{estimator.max_window_events or 'all'} events per window")
 
+    def _live(self) -> bool:
+        """``queue_policy: newest`` in force: not while windows cut from held events wait (events
+        that came before the calibration, or queued while the first message's decoder compiled:
+        all estimated, in order; :class:`~focus_ros.ros.event_input.Backlog`). Called by the
+        runner with its lock held: takes no lock of the node's."""
+        return self.get_parameter("queue_policy").value == "newest" and not self._backlog.active()
+
     # ----------------------------------------------------------------- input
     def _on_calibration(self, calibration, source: str) -> None:
+        """Windows and estimator (re)configured for the sensor size; a later calibration of the same
+        size changes nothing here (flow is in raw pixels: the intrinsics are not used), so no
+        window waiting is dropped."""
         with self._lock:
-            self._calibration = calibration
+            previous, self._calibration = self._calibration, calibration
+            if previous is not None and (previous.width, previous.height) == (calibration.width, calibration.height):
+                return
             self._reconfigure()
 
     def _on_events(self, batch: EventBatch) -> None:
@@ -296,7 +314,7 @@ class OpticalFlowNode(EstimatingNode):
                     # the estimator's own thinning, done here: a 1280x720 window crosses to the
                     # estimator process with 40,000 events instead of 640,000 (same result)
                     window = thin_events(window, self._max_window_events)
-                self._runner.push(Job(window, received_s=batch.received_s))
+                self._backlog.push(Job(window, received_s=batch.received_s), held=batch.held)
 
     # ----------------------------------------------------------------- results
     def _publish(self, job: Job, result) -> None:
