@@ -25,7 +25,7 @@ class InlineEstimator:
 
     def __init__(self, calibration: Calibration, settings, *, kind: str = "angular_velocity"):
         self.kind = kind_named(kind)
-        self.estimator = self.kind.build(calibration, settings)
+        self.estimator = configured_estimator(self.kind, None, calibration, settings, keep_warm_start=False)
         self._queue: deque = deque()  # (events, images, extra) of the submitted job, estimated by collect()
 
     def configure(self, calibration: Calibration, settings, keep_warm_start: bool = True) -> None:

@@ -47,7 +47,10 @@ class WorkerResult:
 class EstimatorKind:
     """How an engine builds and runs one kind of estimator.
 
-    build(calibration, settings) -> estimator (ValueError naming the problem when unusable);
+    build(calibration, settings) -> estimator (ValueError naming the problem when unusable;
+    builds only, so that a caller can check settings without compiling anything);
+    warm_up(estimator): runs what the first job would compile or load (called by the engines
+    through :func:`configured_estimator`, in the process that estimates), or None;
     run(estimator, events, extra) -> estimate (``extra``: the job's input beside its events,
     pickled to the worker: keep it small); pictures(estimator, estimate) -> tuple of arrays or
     None (called right after run, while the estimator still holds the job);
@@ -60,14 +63,13 @@ class EstimatorKind:
     run: Callable[[Any, Events, Any], Any]
     pictures: Callable[[Any, Any], tuple | None]
     carry: Callable[[Any, Any], None] | None = None
+    warm_up: Callable[[Any], None] | None = None
 
 
 # ----------------------------------------------------------------- angular velocity
 def _build_angular_velocity(calibration, settings):
     from focus_ros.estimators.angular_velocity import AngularVelocityEstimator
-    estimator = AngularVelocityEstimator(calibration, settings)
-    _warm_up_angular_velocity(estimator)
-    return estimator
+    return AngularVelocityEstimator(calibration, settings)
 
 
 def _warm_up_angular_velocity(estimator) -> None:
@@ -114,12 +116,15 @@ def _optical_flow_pictures(estimator, estimate):
 
 # ----------------------------------------------------------------- depth
 def _build_depth(calibration, settings):
-    from focus_ros.estimators.depth import DepthEstimator, warm_up
+    from focus_ros.estimators.depth import DepthEstimator
     _leave_a_core_to_the_node()
-    estimator = DepthEstimator(calibration, settings)
-    # the first call of each compiled stage loads it: here, not in the first keyframe's latency
+    return DepthEstimator(calibration, settings)
+
+
+def _warm_up_depth(estimator) -> None:
+    """The first call of each compiled stage loads it: at the start, not in the first keyframe's latency."""
+    from focus_ros.estimators.depth import warm_up
     warm_up(estimator)
-    return estimator
 
 
 def _leave_a_core_to_the_node() -> None:
@@ -146,13 +151,14 @@ def _depth_pictures(estimator, keyframe):
 #: name -> EstimatorKind: what EstimatorProcess / InlineEstimator / EstimatorRunner can run
 KINDS = {
     "angular_velocity": EstimatorKind("angular_velocity", _build_angular_velocity, _run_angular_velocity,
-                                      _angular_velocity_pictures, _carry_angular_velocity),
+                                      _angular_velocity_pictures, _carry_angular_velocity,
+                                      _warm_up_angular_velocity),
     "optical_flow": EstimatorKind("optical_flow", _build_optical_flow,
                                   lambda estimator, events, extra: estimator.estimate(events),
                                   _optical_flow_pictures),
     "depth": EstimatorKind("depth", _build_depth,
                            lambda estimator, events, trajectory: estimator.estimate(events, trajectory),
-                           _depth_pictures),
+                           _depth_pictures, warm_up=_warm_up_depth),
 }
 
 
@@ -166,8 +172,11 @@ def kind_named(name: str) -> EstimatorKind:
 
 # ----------------------------------------------------------------- what both engines do with a kind
 def configured_estimator(kind: EstimatorKind, previous, calibration, settings, keep_warm_start: bool):
-    """A new estimator of ``kind``; the warm start carried over from ``previous`` when asked."""
+    """A new estimator of ``kind``, warmed up (its compiled code loaded: the kind's ``warm_up``);
+    the warm start carried over from ``previous`` when asked."""
     estimator = kind.build(calibration, settings)
+    if kind.warm_up is not None:
+        kind.warm_up(estimator)
     if keep_warm_start and previous is not None and kind.carry is not None:
         kind.carry(previous, estimator)
     return estimator

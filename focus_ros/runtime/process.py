@@ -268,7 +268,8 @@ class EstimatorProcess:
 
     def _check(self, calibration: Calibration, settings) -> None:
         """ValueError naming the problem when the kind's estimator refuses these settings
-        (the light estimators are built here for that; depth checks its settings when made)."""
+        (the light estimators are built here for that, not warmed up: nothing compiles in the
+        caller's process; depth checks its settings when made)."""
         if self.kind.name != "depth":
             self.kind.build(calibration, settings)
 
