@@ -1,0 +1,118 @@
+"""How soon a node's first output comes after it starts, with Numba's cache filled (after `make
+setup`): the angular velocity node's first estimate, the depth node's first cloud.
+
+Each run starts the node as ``ros2 run`` does and, at the same moment, ``focus-ros replay BAG
+--rate 1 --wait-for-subscribers 60`` (test/node_states.py's bags: a 3-s simulated rotation, a
+2-s simulated slider with poses; the depth node with its params file and 300,000-event
+keyframes, as in `make demo`). Printed per run: seconds from starting the node to its first
+``/angular_velocity`` message (issue 30's target: <= 3 s when events flow), and for the depth
+node the seconds to its first ``/depth/points`` cloud and that keyframe's own latency (from its
+last event received to its outputs published: ``latency_max_ms`` of the node's next
+/diagnostics report; target: <= 2 s); then the median and range.
+
+    .venv/bin/python benchmarks/bench_first_output.py --runs 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))
+
+from node_states import CONFIG, NodeProcess, executable, start_replay, write_bags  # noqa: E402
+from ros_harness import ros_environment  # noqa: E402
+
+NODES = {
+    "angular_velocity_node": (["--params-file", str(CONFIG / "davis240c.yaml"), "-r", "events:=/dvs/events",
+                               "-p", "qos_reliability:=reliable"], "rotation_short", "/angular_velocity"),
+    "depth_node": (["--params-file", str(CONFIG / "depth_davis240c.yaml"), "-r", "events:=/dvs/events",
+                    "-r", "pose:=/optitrack/davis", "-p", "qos_reliability:=reliable",
+                    "-p", "keyframe_events:=300000"], "slider", "/depth/points"),
+}
+
+
+def run_once(node_name: str, bag: Path, folder: Path) -> tuple[float, float]:
+    """(s from the node's start to its first output, that output's latency in s or NaN)."""
+    import os
+
+    import rclpy
+    from diagnostic_msgs.msg import DiagnosticArray
+    from geometry_msgs.msg import TwistStamped
+    from rclpy.executors import SingleThreadedExecutor
+    from sensor_msgs.msg import PointCloud2
+
+    arguments, _, topic = NODES[node_name]
+    env = ros_environment()
+    os.environ.update(ROS_DOMAIN_ID=env["ROS_DOMAIN_ID"], ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    client = rclpy.create_node("first_output_bench", context=context)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(client)
+    first, reports = [], []
+    message_type = TwistStamped if topic == "/angular_velocity" else PointCloud2
+    client.create_subscription(message_type, topic, lambda message: first.append(time.monotonic()), 10)
+    client.create_subscription(DiagnosticArray, "/diagnostics", reports.append, 10)
+    started = time.monotonic()
+    node = NodeProcess([executable(node_name), "--ros-args", *arguments], env, folder / "node.log")
+    replay = start_replay(bag, env)
+    try:
+        deadline = time.monotonic() + 60.0
+        while not first and time.monotonic() < deadline:
+            executor.spin_once(timeout_sec=0.01)
+        if not first:
+            raise RuntimeError(f"no output on {topic} within 60 s; node log: {folder / 'node.log'}")
+        latency_s = float("nan")
+        if node_name == "depth_node":
+            seen = len(reports)
+            while len(reports) < seen + 2 and time.monotonic() < deadline:
+                executor.spin_once(timeout_sec=0.05)
+            for report in reversed(reports):
+                values = {pair.key: pair.value for status in report.status for pair in status.values}
+                if values.get("latency_max_ms", "nan") != "nan":
+                    latency_s = float(values["latency_max_ms"]) / 1e3
+                    break
+        return first[0] - started, latency_s
+    finally:
+        replay.kill()
+        replay.wait()
+        node.stop(timeout=5.0)
+        executor.shutdown()
+        client.destroy_node()
+        rclpy.shutdown(context=context)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    print("load:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+    with tempfile.TemporaryDirectory() as temporary:
+        folder = Path(temporary)
+        bags = write_bags(folder)
+        for node_name, (_, preset, topic) in NODES.items():
+            firsts, latencies = [], []
+            for run in range(args.runs):
+                case = folder / f"{node_name}_{run}"
+                case.mkdir()
+                first_s, latency_s = run_once(node_name, bags[preset], case)
+                firsts.append(first_s)
+                latencies.append(latency_s)
+                print(f"{node_name} run {run + 1}: first {topic} {first_s:.2f} s after the start"
+                      + (f", its latency {latency_s:.2f} s" if latency_s == latency_s else ""), flush=True)
+            print(f"{node_name}: first output median {statistics.median(firsts):.2f} s "
+                  f"[{min(firsts):.2f}-{max(firsts):.2f}]"
+                  + (f", latency median {statistics.median(latencies):.2f} s [{min(latencies):.2f}-"
+                     f"{max(latencies):.2f}]" if all(value == value for value in latencies) else ""))
+    print("load:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
