@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import fcntl
 import itertools
 import os
@@ -33,6 +32,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from focus_ros.ros.demos.processes import die_with_parent
 
 PACKAGE = "focus_ros"
 REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
@@ -145,7 +146,7 @@ class NodeProcess:
         self._log_file = open(log_path, "wb")
         self.process = subprocess.Popen(command, env=env, stdout=self._log_file,
                                         stderr=subprocess.STDOUT, start_new_session=True,
-                                        preexec_fn=_die_with_parent)
+                                        preexec_fn=die_with_parent)
         _running.append(self)
 
     def __enter__(self) -> "NodeProcess":
@@ -176,18 +177,6 @@ class NodeProcess:
         if self in _running:
             _running.remove(self)
         return self.process.returncode
-
-
-try:
-    _prctl = ctypes.CDLL(None, use_errno=True).prctl   # resolved here, not in the forked child
-except (OSError, AttributeError):
-    _prctl = None
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: the kernel sends SIGKILL when the test process dies (Linux)."""
-    if _prctl is not None:
-        _prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
 
 
 def running_processes() -> set["NodeProcess"]:

@@ -58,8 +58,9 @@ except (OSError, AttributeError):
     _prctl = None
 
 
-def _die_with_parent() -> None:
-    """In the node's process before exec: the kernel sends it SIGKILL when the demo dies (Linux)."""
+def die_with_parent() -> None:
+    """A ``preexec_fn``: in the child before exec, ask the kernel to send it SIGKILL when the
+    process that started it dies (Linux; nothing elsewhere). The demo's nodes and the tests' use it."""
     if _prctl is not None:
         _prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
 
@@ -183,7 +184,7 @@ class NodeProcess:
         try:
             self.process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=self._log,
                                             stderr=subprocess.STDOUT, start_new_session=True,
-                                            preexec_fn=_die_with_parent)
+                                            preexec_fn=die_with_parent)
         except BaseException:
             self._log.close()
             raise
