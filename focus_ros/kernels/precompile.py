@@ -200,7 +200,8 @@ def compile_depth() -> None:
 FRAME_IDS_AT_EVERY_ALIGNMENT = ("c", "ca", "cam", "came")
 
 
-def decode_like_a_subscription(message_type: str, ros1: bool = False, sizes: tuple[int, ...] = (3000, 1)) -> None:
+def decode_like_a_subscription(message_type: str, ros1: bool = False, sizes: tuple[int, ...] = (3000, 1),
+                               packet_encodings: tuple[str, ...] | None = None) -> None:
     """What one subscription (or bag topic) of ``message_type`` runs on its messages: for each
     encoding the type carries (every EventPacket encoding, or the dvs_msgs records) and each
     frame id of :data:`FRAME_IDS_AT_EVERY_ALIGNMENT`, a stream of messages of ``sizes`` events
@@ -208,7 +209,10 @@ def decode_like_a_subscription(message_type: str, ros1: bool = False, sizes: tup
     by one :class:`~focus_ros.codecs.EventMessageDecoder`, each batch then checked by a
     :class:`~focus_ros.stream.StreamGuard`. A one-event message is another type to numba (a
     strided view of one element is contiguous). ros1: ROS 1 serialization (ROS 1 bags), also
-    converted to ROS 2 CDR as a replay does for EventPackets."""
+    converted to ROS 2 CDR as a replay does for EventPackets. packet_encodings: the EventPacket
+    encodings to run (None: all; ``()``: none, the stream guard alone, as a node subscribing to
+    EventPackets knows its encoding only from the first message:
+    :func:`focus_ros.ros.event_input.load_kernels`)."""
     from focus_ros import codecs
     from focus_ros.codecs.message_types import event_message_type
     from focus_ros.stream import StreamGuard
@@ -218,7 +222,15 @@ def decode_like_a_subscription(message_type: str, ros1: bool = False, sizes: tup
     row = event_message_type(message_type)
     stream = [random_window(calibration, size, 5_000_000, seed=seed, start_ns=1_000_000_000 + seed * 5_000_000)
               for seed, size in enumerate(sizes)]
-    for encoding in (codecs.SUPPORTED_PACKET_ENCODINGS if row.packet else (None,)):
+    if row.packet:
+        encodings = codecs.SUPPORTED_PACKET_ENCODINGS if packet_encodings is None else packet_encodings
+    else:
+        encodings = (None,)
+    if not encodings:  # no decoder to run: the guard on the stream as decoded
+        guard = StreamGuard(width, height, gap_s=1.0)
+        for batch in stream:
+            guard.check(batch, width, height)
+    for encoding in encodings:
         for frame_id in FRAME_IDS_AT_EVERY_ALIGNMENT:
             decode = codecs.EventMessageDecoder(message_type, ros1=ros1)
             guard = StreamGuard(width, height, gap_s=1.0)

@@ -85,7 +85,6 @@ from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.qos import HistoryPolicy, QoSCompatibility, QoSProfile, ReliabilityPolicy, qos_check_compatible
 from sensor_msgs.msg import CameraInfo
 
-from focus_ros import codecs
 from focus_ros.camera import Calibration
 from focus_ros.codecs import message_types
 from focus_ros.events import Events
@@ -158,10 +157,6 @@ class EventBatch:
 #: the own thread's wait (ns) between checks that the input is still open
 _WAIT_NS = 100_000_000
 
-#: frame ids of 1 to 4 characters: a message's event bytes then start at every offset modulo 4,
-#: read in place when aligned and copied when not (a read-only view or a writable array: two
-#: argument types, so two compiled versions of a decoder kernel)
-_WARM_UP_FRAME_IDS = ("c", "ca", "cam", "came")
 #: load_kernels taking longer than this (s) was a compile, not a load from Numba's cache: said once
 _COMPILE_NOTICE_S = 0.5
 
@@ -182,24 +177,10 @@ def load_kernels(message_type: str) -> float:
     node flagged as held (:attr:`EventBatch.held`; see :class:`EventInput`, ``own_thread``).
     Run before the subscription exists, this also keeps its CPU from the moment a waiting
     publisher starts (a burst of best-effort messages then lost for lack of a core)."""
-    count = 16
-    index = np.arange(count)
-    events = Events.from_arrays(index * 7 % 240, index * 5 % 180, 1_000_000_000 + 1000 * index.astype(np.int64),
-                                np.where(index % 2, 1, -1))
-    row = message_types.event_message_type(message_type)
+    from focus_ros.kernels.precompile import decode_like_a_subscription
+
     started = time.perf_counter()
-    batches = []
-    if row is not None and row.packet:
-        batches.append((events, 240, 180, 0))
-    else:
-        for frame_id in _WARM_UP_FRAME_IDS:
-            decoded, info = messages.event_decoder(message_type)(
-                bytes(codecs.encode_event_array(events, 180, 240, frame_id)))
-            batches.append((decoded, info.width, info.height, info.outside_events))
-    for decoded, width, height, outside in batches:
-        guard = StreamGuard(240, 180, gap_s=1.0)
-        for _ in range(2):  # the first batch of a stream, then one after it
-            guard.check(decoded, width, height, dropped_outside=outside)
+    decode_like_a_subscription(message_type, packet_encodings=())
     return time.perf_counter() - started
 
 
