@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import threading
 import time
 
 import numpy as np
@@ -394,3 +395,44 @@ def test_jobs_before_the_engine_is_ready_are_held_then_all_estimated_then_the_li
         runner.stop()
     assert runner.counts["dropped"] > 1  # a burst of 8 pushed at once: most of it dropped or skipped
     assert results[-1] == f"live {len(held) - 1}"
+
+
+def test_a_runner_outlives_the_middleware_shutting_down_before_it_stops(windows):
+    """On SIGINT or SIGTERM rclpy's own handler invalidates the context before the node stops its
+    runner (CI caught this once in test_node_stop): a real publisher's subscriber count then
+    raises RCLError. The runner's thread asks it with every job (``images_wanted``), so jobs
+    still estimated then come back without pictures, and no exception ends the thread."""
+    rclpy = pytest.importorskip("rclpy", reason="rclpy is not installed (make setup installs it)")
+    from focus_ros.runtime import PictureRate
+    from std_msgs.msg import Header
+
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node("runner_after_shutdown", context=context)
+    publisher = node.create_publisher(Header, "runner_after_shutdown/image", 1)
+    node.create_subscription(Header, "runner_after_shutdown/image", lambda message: None, 1)
+    log, results, escaped = _Log(), [], []
+    previous_hook = threading.excepthook
+    threading.excepthook = lambda arguments: escaped.append(arguments.exc_value)
+    runner = EstimatorRunner("angular_velocity", Calibration.davis240c(), real_time_settings(), in_process=True,
+                             on_result=lambda job, result: results.append((job.context, result.images is not None)),
+                             logger=log, warn_once=log.warn_once, max_pending=lambda: 4, capacity_events=5000,
+                             images_wanted=PictureRate(lambda: 1000.0,
+                                                       lambda: publisher.get_subscription_count() > 0))
+    try:
+        runner.configure(Calibration.davis240c(), real_time_settings())
+        runner.push(Job(windows[0], context="before", received_s=time.monotonic()))
+        wait_until(lambda: results)
+        context.handle.shutdown()  # what rclpy's SIGINT/SIGTERM handler does: rcl's context ends, the node stays
+        with pytest.raises(Exception, match="context is invalid"):
+            publisher.get_subscription_count()
+        runner.push(Job(windows[1], context="after", received_s=time.monotonic()))
+        wait_until(lambda: len(results) >= 2)
+        assert runner.state == "running"
+    finally:
+        runner.stop()
+        threading.excepthook = previous_hook
+        node.destroy_node()
+        context.try_shutdown()
+    assert results == [("before", True), ("after", False)]
+    assert escaped == [] and [line for line in log.lines if line[0] == "error"] == []

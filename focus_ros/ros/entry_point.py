@@ -8,6 +8,10 @@ from typing import Callable
 import rclpy
 import rclpy.executors
 from rclpy.exceptions import ParameterException
+from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
+
+#: what rclpy raises from a call into rcl on a context already shut down
+RCLError = _rclpy.RCLError
 
 
 def run_node(name: str, make_node: Callable, run: Callable, argv=None) -> int:
@@ -17,6 +21,10 @@ def run_node(name: str, make_node: Callable, run: Callable, argv=None) -> int:
     A configuration error (ValueError, FileNotFoundError: a bad parameter, a missing bag;
     rclpy's ParameterException: a value outside its declared range or of the wrong type)
     is printed as one line, exit code 1, no traceback. ``node.stop()`` is called if present.
+
+    rclpy's SIGINT/SIGTERM handler shuts the context down from the signal, so ``rclpy.spin``
+    may be inside a wait when it happens and raise RCLError ("the given context is not valid"):
+    with the context shut down that is the shutdown asked for, not an error.
     """
     rclpy.init(args=argv if argv is not None else sys.argv)
     node = None
@@ -25,6 +33,9 @@ def run_node(name: str, make_node: Callable, run: Callable, argv=None) -> int:
         run(node)
     except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
         pass
+    except RCLError:
+        if rclpy.ok():
+            raise
     except (ValueError, FileNotFoundError, ParameterException) as error:
         print(f"{name}: error: {' '.join(str(error).split())}", file=sys.stderr)
         return 1

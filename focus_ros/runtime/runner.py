@@ -291,13 +291,23 @@ class EstimatorRunner:
             if not engine.fits(len(job.events)):
                 return  # the runner's thread grows the shared slots
             try:
-                engine.submit(job.events, images=self._images_wanted(), skippable=skippable, extra=job.extra)
+                engine.submit(job.events, images=self._pictures_wanted(), skippable=skippable, extra=job.extra)
             except WorkerDied as error:  # maybe in the caller's thread: the runner's thread restarts it
                 self._died = error
                 self._lock.notify_all()
                 return
             self._pending.popleft()
             self._submitted.append((job, time.monotonic()))
+
+    def _pictures_wanted(self) -> bool:
+        """The caller's ``images_wanted()``, False when it fails: it asks the middleware (a
+        publisher's subscriber count), and on SIGINT or SIGTERM rclpy's own handler invalidates
+        the context before the node stops this runner, so for a moment every such call raises.
+        No picture is wanted then, and the thread must not end with a traceback."""
+        try:
+            return bool(self._images_wanted())
+        except Exception:  # noqa: BLE001 - e.g. RCLError "publisher's context is invalid"
+            return False
 
     def _feed_large_job(self) -> None:
         """A job larger than the shared slots: submitted from here, once nothing is in flight."""
@@ -307,7 +317,7 @@ class EstimatorRunner:
                     or engine.in_flight):
                 return
             job = self._pending.popleft()
-            images = self._images_wanted()
+            images = self._pictures_wanted()
             self._submitted.append((job, time.monotonic()))
             self._configuring = True  # nothing else goes in before it (results come back in order)
         try:
@@ -317,9 +327,19 @@ class EstimatorRunner:
                 self._configuring = False
 
     def _work(self) -> None:
-        """The runner's thread: start the engine early, then until stop(): wait for something
-        to do, restart a dead worker, bring the engine up to date, feed it and hand its next
-        result on."""
+        """The runner's thread (see :meth:`_serve`). Whatever escapes it while stopping ends
+        the thread quietly; otherwise it is one error line and the state ``stopped`` (shown in
+        /diagnostics), never a traceback."""
+        try:
+            self._serve()
+        except Exception as error:  # noqa: BLE001 - the last guard of a thread nobody joins in time
+            if self._running and not self._stopping.is_set():
+                self._logger.error(f"the estimator's thread stopped: {type(error).__name__}: {error}")
+                self.state = "stopped"
+
+    def _serve(self) -> None:
+        """Start the engine early, then until stop(): wait for something to do, restart a
+        dead worker, bring the engine up to date, feed it and hand its next result on."""
         self._start_engine_early()
         while self._running:
             with self._lock:
@@ -518,7 +538,8 @@ class EstimatorRunner:
             self.state = "running"
             with self._lock:
                 self._configuring = False
-                self._submit_pending()
+                if not self._stopping.is_set():
+                    self._submit_pending()
         except (WorkerDied, OSError) as again:
             if self._stopping.is_set():
                 return
