@@ -13,15 +13,13 @@ poses are of a body (a motion-capture marker, an IMU), give the fixed
 ``camera_from_body`` transform (4×4, maps body coordinates to camera coordinates):
 ``world_from_camera = world_from_body · inverse(camera_from_body)``.
 
-Readers: :meth:`Trajectory.from_poses` (a ``sources.recording.Poses``),
-:meth:`Trajectory.from_groundtruth` (``groundtruth.txt``), :meth:`Trajectory.from_bag`
-(``geometry_msgs/PoseStamped`` or ``nav_msgs/Odometry``), :meth:`Trajectory.append`
-(one pose at a time, for a node that receives them as a stream).
+Built from arrays (the constructor), from a ``sources.recording.Poses``
+(:meth:`Trajectory.from_poses`), or one pose at a time (:meth:`Trajectory.append`, for a node that
+receives them as a stream). This module knows no file format: the readers of ``groundtruth.txt``
+and of a bag's pose topic are in :mod:`focus_ros.sources.trajectory_readers`.
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import numpy as np
 
@@ -146,29 +144,6 @@ class Trajectory:
         if poses is None or len(poses) == 0:
             raise PoseError(f"{source}: no poses")
         return cls(poses.t, poses.position, poses.orientation, camera_from_body, time_offset_ns, source)
-
-    @classmethod
-    def from_groundtruth(cls, path, camera_from_body=None, time_offset_ns: int = 0) -> "Trajectory":
-        """From an Event Camera Dataset ``groundtruth.txt`` (``t px py pz qx qy qz qw``) or
-        the folder holding it. FileNotFoundError / PoseError naming the file."""
-        from focus_ros.sources.ecd import GROUNDTRUTH_FILE, read_groundtruth
-
-        path = Path(path)
-        if path.is_dir():
-            path = path / GROUNDTRUTH_FILE
-        if not path.is_file():
-            raise FileNotFoundError(f"no poses: {path} not found")
-        return cls.from_poses(read_groundtruth(path), camera_from_body, time_offset_ns, str(path))
-
-    @classmethod
-    def from_bag(cls, path, topic: str | None = None, camera_from_body=None,
-                 time_offset_ns: int = 0) -> "Trajectory":
-        """From a ROS 1 / ROS 2 bag's ``geometry_msgs/PoseStamped`` or ``nav_msgs/Odometry``
-        topic (default: the one pose topic of either type; PoseError if none or several)."""
-        from focus_ros.sources.bags import read_bag_poses
-
-        poses, found = read_bag_poses(path, topic)
-        return cls.from_poses(poses, camera_from_body, time_offset_ns, f"{path}: topic {found}")
 
     def _check_and_store(self, t: np.ndarray, position: np.ndarray, orientation: np.ndarray) -> None:
         if not (np.all(np.isfinite(position)) and np.all(np.isfinite(orientation))):

@@ -1,7 +1,8 @@
 """The package's layout keeps the data flow readable: no import cycle (imports inside functions
 count), no module over 800 lines, at most 10 modules loose at the package root, rclpy only in
-focus_ros.ros, no thread or process machinery among the estimators, every package naming its
-public face (``__all__``), and no reference to a file outside the repository.
+focus_ros.ros, the core free of file formats and of everything built on it, no thread or process
+machinery among the estimators, every package naming its public face (``__all__``), and no
+reference to a file outside the repository.
 
 Read from the source with ``ast``: nothing is imported, so a violation is found even in a module
 no other test loads."""
@@ -22,6 +23,12 @@ ROS_CLIENT_MODULES = {"rclpy", "rcl_interfaces", "rosidl_runtime_py", "builtin_i
                       "geometry_msgs", "diagnostic_msgs", "nav_msgs", "dvs_msgs", "event_camera_msgs"}
 #: what runs an estimator beside a node (focus_ros.runtime), not what estimates
 RUNTIME_MODULES = {"threading", "subprocess", "multiprocessing", "concurrent", "signal"}
+#: the engine's core: events, camera and poses, warps, IWE, losses, objective, optimizer, windows, stream checks
+CORE_MODULES = ("focus_ros.camera", "focus_ros.events", "focus_ros.poses", "focus_ros.warps", "focus_ros.iwe",
+                "focus_ros.objective", "focus_ros.optimize", "focus_ros.windows", "focus_ros.stream",
+                "focus_ros.losses")
+#: what the core must not know: file formats and bags (readers build its objects), and the layers built on it
+ABOVE_THE_CORE = ("focus_ros.sources", "focus_ros.cli", "focus_ros.evaluation", "focus_ros.ros")
 
 
 def module_name(path: Path) -> str:
@@ -113,6 +120,20 @@ def test_only_the_ros_layer_talks_ros():
     offenders = {name: sorted(module.split(".")[0] for module in imported_modules(name)
                               if module.split(".")[0] in ROS_CLIENT_MODULES)
                  for name in MODULES if not name.startswith("focus_ros.ros")}
+    assert {name: found for name, found in offenders.items() if found} == {}
+
+
+def in_any(name: str, packages) -> bool:
+    return any(name == package or name.startswith(package + ".") for package in packages)
+
+
+def test_the_core_knows_no_file_format():
+    """camera, events, poses, warps, iwe, objective, optimize, windows, stream and losses import
+    nothing from sources, cli, evaluation or ros (a trajectory from a bag is a reader in sources)."""
+    core = [name for name in MODULES if in_any(name, CORE_MODULES)]
+    assert "focus_ros.poses" in core and "focus_ros.losses.histogram" in core
+    offenders = {name: sorted(module for module in imported_modules(name) if in_any(module, ABOVE_THE_CORE))
+                 for name in core}
     assert {name: found for name, found in offenders.items() if found} == {}
 
 

@@ -148,20 +148,20 @@ def load_trajectory(sequence: Path, poses=None, pose_topic=None, time_offset_ms:
                     camera_from_body=None):
     """The trajectory of a sequence: ``poses`` (groundtruth.txt or bag) or the sequence's
     own (its groundtruth.txt, or its bag pose topic). One-line errors when there is none."""
-    from focus_ros.poses import Trajectory
     from focus_ros.sources.sequence import ECD, sequence_format
+    from focus_ros.sources.trajectory_readers import read_bag_trajectory, read_groundtruth_trajectory
 
     offset_ns = int(round(time_offset_ms * 1e6))
     source = Path(poses) if poses is not None else sequence
     if poses is not None and source.is_file() and source.suffix == ".txt":
-        return Trajectory.from_groundtruth(source, camera_from_body, offset_ns)
+        return read_groundtruth_trajectory(source, camera_from_body, offset_ns)
     kind = sequence_format(source)
     if kind == ECD:
         folder = source if source.is_dir() else source.parent
         if not (folder / "groundtruth.txt").is_file():
             raise UserError(f"no poses: {folder / 'groundtruth.txt'} not found (give --poses)")
-        return Trajectory.from_groundtruth(folder, camera_from_body, offset_ns)
-    return Trajectory.from_bag(source, pose_topic, camera_from_body, offset_ns)
+        return read_groundtruth_trajectory(folder, camera_from_body, offset_ns)
+    return read_bag_trajectory(source, pose_topic, camera_from_body, offset_ns)
 
 
 def _distance_colors(points: np.ndarray, origin: np.ndarray) -> np.ndarray:

@@ -113,7 +113,7 @@ def unusable_calibrations(summary) -> dict[str, str]:
 def missing_events(summary) -> str | None:
     """Why the sequence holds no event at all (None when it holds some)."""
     from focus_ros.sources import bags
-    from focus_ros.sources._bag_types import topics_listing
+    from focus_ros.sources.bags import topics_listing
 
     if any(stream.events for stream in summary.streams):
         return None

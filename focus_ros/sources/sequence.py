@@ -148,7 +148,7 @@ def _declared_sensor_size(path: Path, topic: str | None) -> tuple[int, int] | No
     """(width, height) px that a bag's first event message declares (None when it declares
     none, as dvs_msgs with a 0 x 0 header); ValueError when the bag holds no event message."""
     from focus_ros.sources import bags
-    from focus_ros.sources._bag_types import topic_counts, topics_listing
+    from focus_ros.sources.bags import topic_counts, topics_listing
 
     with closing(bags.iter_bag_events(path, topic)) as messages:
         for _, info in messages:

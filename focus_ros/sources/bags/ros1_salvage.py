@@ -18,6 +18,8 @@ import bz2
 import struct
 from pathlib import Path
 
+__all__ = ["Ros1Scan"]
+
 MAGIC = b"#ROSBAG V2.0\n"
 OP_MESSAGE = 0x02
 OP_CHUNK = 0x05

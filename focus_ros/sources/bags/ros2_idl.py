@@ -1,5 +1,4 @@
-"""The message types a bag declares: the definitions stored in a ROS 2 bag made readable by
-rosbags, and the one-line listing of a bag's topics and types that errors show.
+"""The message definitions a ROS 2 bag stores, made readable by rosbags.
 
 rosbag2 stores with each topic the complete definition of its type (the MCAP schema, or the
 sqlite3 ``message_definitions`` table): as ``.msg`` text (encoding ``ros2msg``) when it finds
@@ -22,7 +21,7 @@ import re
 from rosbags.interfaces import MessageDefinition, MessageDefinitionFormat
 from rosbags.rosbag2 import Reader as Ros2Reader
 
-__all__ = ["Ros2BagReader", "readable_definition", "topic_counts", "topics_listing"]
+__all__ = ["Ros2BagReader", "readable_definition"]
 
 #: an IDL preprocessor include line, as rosidl_adapter writes them (``#include "pkg/msg/Name.idl"``)
 _IDL_INCLUDE_LINE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*["<][^">\n]*[">][ \t]*\r?\n?', re.MULTILINE)
@@ -47,20 +46,3 @@ class Ros2BagReader(Ros2Reader):
         self.storage.connections = [connection._replace(msgdef=readable_definition(connection.msgdef))
                                     for connection in self.storage.connections]
 
-
-def topic_counts(connections) -> dict[str, tuple[str, int]]:
-    """topic -> (message type, message count) of a bag's connections (rosbags Connection)."""
-    topics: dict[str, tuple[str, int]] = {}
-    for connection in connections:
-        _, count = topics.get(connection.topic, (None, 0))
-        topics[connection.topic] = (connection.msgtype, count + int(connection.msgcount or 0))
-    return topics
-
-
-def topics_listing(topics: dict[str, tuple[str, int]]) -> str:
-    """'topic (type, N messages), ...' sorted by topic, of :func:`topic_counts`' mapping;
-    'no topics' for an empty bag."""
-    if not topics:
-        return "no topics"
-    return ", ".join(f"{topic} ({msgtype}, {count} message{'' if count == 1 else 's'})"
-                     for topic, (msgtype, count) in sorted(topics.items()))
