@@ -9,6 +9,7 @@ one node stands for the three.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -73,15 +74,54 @@ def wait_for_report(ros, reports, condition, timeout_s=10.0) -> dict:
     return latest_values(reports)
 
 
-def expect_the_three_good_windows(ros, estimates, reports, node) -> dict:
-    """Exactly the 3 windows the good events make are estimated (one good event lost would
-    leave the third incomplete), each a fast rotation (the boxes); the /diagnostics values
-    once the node reports all 3 processed."""
+def offline_estimates(windows, calibrations=None) -> tuple[np.ndarray, np.ndarray]:
+    """(t_ref in ns (W,), omega in rad/s (W, 3)) of the estimator in this process on ``windows``
+    (a list of Events) in order, with the node's settings for the params file (real_time_settings:
+    the davis240c.yaml values are its defaults) and the warm start carried from window to window;
+    ``calibrations``: one per window (default: the DAVIS240C's), the estimator configured
+    with each new one before its window, the warm start kept (as the node's estimator takes a
+    changed camera_info's intrinsics from its next window on)."""
+    from focus_ros.estimators.angular_velocity import real_time_settings
+    from focus_ros.runtime import InlineEstimator
+
+    calibrations = calibrations or [Calibration.davis240c()] * len(windows)
+    estimator = InlineEstimator(calibrations[0], real_time_settings())
+    stamps, omegas, current = [], [], calibrations[0]
+    for window, calibration in zip(windows, calibrations):
+        if calibration != current:
+            estimator.configure(calibration, real_time_settings())
+            current = calibration
+        estimate = estimator.estimate(window).estimate
+        stamps.append(estimate.t_ref_ns)
+        omegas.append(estimate.angular_velocity)
+    return np.array(stamps, dtype=np.int64), np.array(omegas)
+
+
+def check_against_offline(estimates, events: Events, calibrations=None) -> None:
+    """The node's estimates are those of the estimator in this process on the same windows of
+    WINDOW_EVENTS of ``events`` (the good events as the node must have kept them): the same
+    reference times, the same angular velocities (the same code on the same events in the same
+    order; a bad event kept, a good one lost or the windows cut elsewhere would change them; so
+    does the order of events with equal timestamps: the estimator's result on the first, cold
+    10,000-event window of the boxes moves by over 1 rad/s with it)."""
+    windows = [events[start:start + WINDOW_EVENTS] for start in range(0, len(estimates) * WINDOW_EVENTS, WINDOW_EVENTS)]
+    assert sum(map(len, windows)) == len(estimates) * WINDOW_EVENTS
+    t_ref_ns, expected = offline_estimates(windows, calibrations)
+    stamps = np.array([m.header.stamp.sec * 10**9 + m.header.stamp.nanosec for m in estimates], dtype=np.int64)
+    omega = np.array([[m.twist.angular.x, m.twist.angular.y, m.twist.angular.z] for m in estimates])
+    np.testing.assert_array_equal(stamps, t_ref_ns)
+    np.testing.assert_allclose(omega, expected, rtol=0, atol=1e-6)
+    assert np.all(np.linalg.norm(expected, axis=1) > 1.0)  # the boxes rotate fast: not a trivial answer
+
+
+def expect_the_three_good_windows(ros, estimates, reports, node, events: Events) -> dict:
+    """Exactly the 3 windows the good ``events`` make are estimated (one good event lost would
+    leave the third incomplete), as the estimator in this process estimates them
+    (check_against_offline); the /diagnostics values once the node reports all 3 processed."""
     assert spin_until(ros.executor, lambda: len(estimates) >= 3, 60.0), node.log()
     ros.spin(1.0)
     assert len(estimates) == 3, node.log()
-    omega = np.array([[m.twist.angular.x, m.twist.angular.y, m.twist.angular.z] for m in estimates])
-    assert np.all(np.isfinite(omega)) and np.all(np.linalg.norm(omega, axis=1) > 1.0)  # the boxes rotate fast
+    check_against_offline(estimates, events)
     return wait_for_report(ros, reports, lambda v: int(v.get("windows_processed", 0)) == 3)
 
 
@@ -135,21 +175,28 @@ def test_bad_events_are_dropped_alone_and_every_good_window_is_estimated(ros):
     spin_until(ros.executor, lambda: "using intrinsics" in node.log(), 10.0)
     events = slice_events("boxes_rotation")[:3 * WINDOW_EVENTS]
     rng = np.random.default_rng(1)
+    kept = []  # the good events as the node must keep them
     for index, start in enumerate(range(0, len(events), 1000)):
         good = events[start:start + 1000]
+        kept.append(good)
         if index == 3:
             publisher.publish(serialized_event_array(with_events_outside(good, 3, seed=3), 180, 240))
         elif index == 5:
             publisher.publish(serialized_event_array(with_events_outside(good, 2, seed=5), 0, 0))
         elif index == 7:
-            publisher.publish(codecs.encode_event_array(good[rng.permutation(len(good))], 180, 240, "dvs"))
+            shuffled = good[rng.permutation(len(good))]
+            publisher.publish(codecs.encode_event_array(shuffled, 180, 240, "dvs"))
+            # sorted by time, equal timestamps left in arrival order (a stable sort): the
+            # estimate of a cold 10,000-event window of the boxes moves by over 1 rad/s with
+            # the order of its equal-time events (see check_against_offline)
+            kept[-1] = shuffled[np.argsort(shuffled.t, kind="stable")]
         else:
             message = codecs.encode_event_array(good, 180, 240, "dvs")
             publisher.publish(message)
             if index in (10, 11, 12, 13, 14, 15):  # six garbage headers, six different ids
                 publisher.publish(bytes([index * 17 % 256, 0x5A + index]) + message[2:])
         ros.executor.spin_once(timeout_sec=0.01)
-    values = expect_the_three_good_windows(ros, estimates, reports, node)
+    values = expect_the_three_good_windows(ros, estimates, reports, node, Events.concatenate(kept))
     assert int(values["malformed_messages"]) == 6 and int(values["out_of_range_events"]) == 5
     assert int(values["unsorted_messages"]) == 1 and int(values["out_of_order_events"]) == 0
     assert int(values["events_received"]) == 3 * WINDOW_EVENTS + 5
@@ -192,8 +239,9 @@ def test_unusable_camera_info_is_refused_then_a_good_and_a_changed_one_are_taken
         publisher.publish(codecs.encode_event_array(events[start:start + 1000], 180, 240, "dvs"))
         ros.executor.spin_once(timeout_sec=0.01)
     assert spin_until(ros.executor, lambda: len(estimates) == 3, 60.0), node.log()
-    omega = np.array([[m.twist.angular.x, m.twist.angular.y, m.twist.angular.z] for m in estimates])
-    assert np.all(np.isfinite(omega))
+    # the first window with the good camera_info, the next two with the changed one
+    changed_calibration = replace(Calibration.davis240c(), fx=Calibration.davis240c().fx * 1.02)
+    check_against_offline(estimates, events, [Calibration.davis240c()] + [changed_calibration] * 2)
     values = wait_for_report(ros, reports, lambda v: int(v.get("windows_processed", 0)) == 3)
     assert values["camera_info_refused"] == "3" and values["calibration_changes"] == "1"
     assert values["input_problem"] == "" and values["calibration_source"] == "camera_info"
@@ -224,6 +272,7 @@ def test_no_type_given_the_node_subscribes_to_the_event_packets_it_finds(ros, tm
                                                      evt3_time_offset_ns=int(events.t[0]) // 1000 * 1000))
         ros.executor.spin_once(timeout_sec=0.01)
     assert spin_until(ros.executor, lambda: len(estimates) == 3, 60.0), node.log()
+    check_against_offline(estimates, events)
     assert "events on '/event_camera/events' are event_camera_msgs/EventPacket" in node.log()
     assert estimates[0].header.frame_id == "event_camera"
 
@@ -260,6 +309,7 @@ def test_sim_time_without_clock_still_takes_the_calibration_parameters(ros):
         publisher.publish(codecs.encode_event_array(events[start:start + 1000], 180, 240, "dvs"))
         ros.executor.spin_once(timeout_sec=0.01)
     assert spin_until(ros.executor, lambda: len(estimates) == 2, 60.0), node.log()
+    check_against_offline(estimates, events)
 
 
 def with_size(buffer: bytes, height: int, width: int) -> bytes:
@@ -297,7 +347,7 @@ def test_event_packets_with_events_outside_the_sensor_keep_their_other_events(ro
             publisher.publish(codecs.encode_event_packet(good, 180, 240, "libcaer_cmp", frame_id="event_camera",
                                                          seq=seq))
         ros.executor.spin_once(timeout_sec=0.01)
-    values = expect_the_three_good_windows(ros, estimates, reports, node)
+    values = expect_the_three_good_windows(ros, estimates, reports, node, events)
     assert int(values["out_of_range_events"]) == 5 and int(values["malformed_messages"]) == 0
     assert int(values["events_received"]) == 3 * WINDOW_EVENTS + 5
     log = node.log()

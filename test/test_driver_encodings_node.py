@@ -16,7 +16,7 @@ pytest.importorskip("event_camera_msgs.msg", reason="interface packages not buil
 from event_camera_msgs.msg import EventPacket  # noqa: E402
 from geometry_msgs.msg import TwistStamped  # noqa: E402
 
-from conftest import REPOSITORY_ROOT, SHARED_DATA, slice_folder  # noqa: E402
+from conftest import REPOSITORY_ROOT, peer_bag, slice_folder  # noqa: E402
 from focus_ros import codecs  # noqa: E402
 from focus_ros.events import Events  # noqa: E402
 from focus_ros.sources import bags  # noqa: E402
@@ -77,13 +77,6 @@ def test_node_fed_event_packets_of_every_encoding_stamps_in_ros_time(ros, encodi
     if encoding != "evt3":  # host clock: the events' own times; the window lies inside them
         assert events.t[0] <= stamp_ns(estimate) <= events.t[-1]
     assert process.alive()
-
-
-def peer_bag(relative: str):
-    path = SHARED_DATA / "peer_bags" / relative
-    if not path.exists():
-        pytest.skip(f"peer bag not found at {path} (needs ../shared/data beside the clone)")
-    return path
 
 
 @pytest.mark.parametrize("relative, width, height", [

@@ -10,7 +10,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from conftest import SHARED_DATA
+from conftest import peer_bag
 from ros_harness import executable
 from focus_ros.camera import Calibration
 from focus_ros.cli import main
@@ -64,9 +64,7 @@ def test_info_reports_the_written_events(tmp_path, capsys, version, encoding):
 
 
 def test_info_on_the_event_camera_py_bag(capsys):
-    path = SHARED_DATA / "peer_bags" / "event_camera_py" / "test_events_1"
-    if not path.exists():
-        pytest.skip(f"peer bag not found at {path}")
+    path = peer_bag("event_camera_py/test_events_1")
     assert main(["info", str(path), "--json", "--quiet"]) == 0
     (stream,) = json.loads(capsys.readouterr().out)["event_streams"]
     assert (stream["off"], stream["on"], stream["triggers"]) == (218291, 125183, 2078 + 2079)

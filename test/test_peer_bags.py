@@ -6,30 +6,19 @@ ROS time, ROS 1, a metadata.yaml without storage identifier."""
 
 from __future__ import annotations
 
-import os
 import shutil
 from contextlib import closing
 
 import numpy as np
 import pytest
 
-from conftest import SHARED_DATA
+from conftest import peer_bag
 from focus_ros import codecs
 from focus_ros.events import Events
 from focus_ros.sources import bags
 from focus_ros.sources.errors import BagError
 
-PEER_BAGS = SHARED_DATA / "peer_bags"
 U64 = 1 << 64
-
-
-def peer_bag(relative: str):
-    path = PEER_BAGS / relative
-    if not path.exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"peer bag missing in CI: {path} (../shared must sit beside the clone)")
-        pytest.skip(f"peer bag not found at {path} (needs ../shared/data beside the clone)")
-    return path
 
 
 def sensor_time_packets(path):

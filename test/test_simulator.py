@@ -260,7 +260,6 @@ def test_simulate_command_rejects_a_bad_option_by_name(tmp_path, capsys):
 
 
 def test_simulate_command_writes_an_ecd_folder(tmp_path, capsys):
-    pytest.importorskip("focus_ros.sources.ecd", reason="the ECD writer has not landed yet")
     from focus_ros.cli import main
     output = tmp_path / "sequence"
     assert main(["simulate", "-o", str(output), "--preset", "rotation_short", "--duration", "0.2",

@@ -333,8 +333,9 @@ def test_a_reset_before_any_configuration_is_no_failure(windows):
 
 def test_a_worker_killed_while_no_job_flows_is_noticed_and_restarted_at_once(windows):
     """A worker killed between jobs (nothing submitted, nothing in flight) is noticed by the
-    runner's watch within about WATCH_PERIOD_S: restart counted, said once with how it ended, a
-    new process; the next job is estimated by it."""
+    runner's watch without a job to reveal it: restart counted, said once with how it ended, a
+    new process; the next job is estimated by it. How soon (within about WATCH_PERIOD_S) is
+    measured by benchmarks/bench_dead_worker.py."""
     log = _Log()
     results = []
     runner = EstimatorRunner("angular_velocity", Calibration.davis240c(), real_time_settings(), in_process=True,
@@ -347,12 +348,8 @@ def test_a_worker_killed_while_no_job_flows_is_noticed_and_restarted_at_once(win
         assert first > 0
         time.sleep(0.5)  # the configuration taken: the runner's thread idles
         os.kill(first, signal.SIGKILL)
-        killed_s = time.monotonic()
-        while runner.counts["restarts"] == 0 and time.monotonic() < killed_s + 10.0:
-            time.sleep(0.02)
-        noticed_s = time.monotonic() - killed_s
+        wait_until(lambda: runner.counts["restarts"] > 0, 10.0)  # no job pushed: the watch alone notices
         assert runner.counts["restarts"] == 1
-        assert noticed_s < 2 * EstimatorRunner.WATCH_PERIOD_S + 0.5, noticed_s
         wait_until(lambda: runner.pid not in (0, first))
         assert runner.pid not in (0, first)
         runner.push(Job(windows[0], context="after", received_s=time.monotonic()))
