@@ -18,7 +18,7 @@ KERNELS_STAMP := $(VENV)/.focus_ros-kernels
 FOCUS_ROS_SOURCES := $(shell find focus_ros -name '*.py' 2>/dev/null)
 PYTEST_ARGS ?=
 
-.PHONY: all setup demo test test-workspace bench clean distclean
+.PHONY: all setup demo test test-workspace docs bench clean distclean
 
 all: setup
 
@@ -76,6 +76,11 @@ test: setup
 # removed afterwards (test/colcon_workspace.sh).
 test-workspace: setup
 	@VENV=$(CURDIR)/$(VENV) test/colcon_workspace.sh
+
+# config/generic_template.yaml and docs/nodes.md's parameter tables, from the settings' declarations
+# (test/test_settings.py fails when they differ from the code)
+docs: setup
+	@$(VENV_PYTHON) -m focus_ros.ros.parameter_reference --write
 
 bench: setup
 	@for script in benchmarks/bench_*.py; do echo "== $$script"; $(VENV_PYTHON) $$script || exit 1; done

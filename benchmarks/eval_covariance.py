@@ -36,12 +36,11 @@ import time
 import numpy as np
 from scipy.stats import chi2
 
-from focus_ros.estimators.angular_velocity import AngularVelocityEstimator, planning_speed_rad_s, real_time_settings
+from focus_ros.estimators.angular_velocity import AngularVelocityEstimator, real_time_settings
 from focus_ros.estimators.covariance import ANGULAR_VELOCITY_COVARIANCE_FACTOR
 from focus_ros.evaluation.ground_truth import from_imu
-from focus_ros.iwe import coarse_grid_factor
+from focus_ros.pipelines.angular_velocity import AngularVelocityPipeline, WindowSettings
 from focus_ros.sources.simulator import make_preset
-from focus_ros.windows import AdaptiveWindows, WindowRule, count_windows
 
 DEFAULT_SEQUENCES = ("rotation_short:0:2", "rotation_short:1:2", "rotation:0:1", "rotation:1:1", "rotation:0:4",
                      "rotation_short:0:2:davis346", "rotation_short:1:0.3:davis346", "rotation_short:2:0.3:davis346",
@@ -57,39 +56,27 @@ def mahalanobis_squared(errors: np.ndarray, covariances: np.ndarray) -> np.ndarr
     return np.einsum("ni,ni->n", errors, np.linalg.solve(covariances, errors[..., None])[..., 0])
 
 
-def node_windows(recording, estimator: AngularVelocityEstimator, window_events: int):
-    """(window events, window) pairs as the node cuts them: auto windows (``window_events`` 0,
-    each planned from the previous estimate through ``after_estimate``) or fixed counts."""
-    if window_events:
-        for window in count_windows([recording.events], window_events):
-            yield window, None
-        return
-    grid = estimator.grid_calibration
-    auto = AdaptiveWindows(WindowRule(), grid.width * grid.height)
-    for window in auto.cut(recording.events):
-        yield window.events, (auto, window)
-
-
 def evaluate_sequence(preset: str, seed: int, duration_s: float, camera: str, window_events: int) -> dict:
-    """Estimate every window of one simulated sequence: errors (N, 3) rad/s, covariances (N, 3, 3)
-    of the published windows, their event counts and durations (s), and the windows' count."""
+    """Estimate every window of one simulated sequence through the angular velocity pipeline (the
+    node's windows: auto for ``window_events`` 0, each planned from the previous estimate, or
+    fixed counts): errors (N, 3) rad/s, covariances (N, 3, 3) of the published windows, their
+    event counts and durations (s), and the windows' count."""
     recording = make_preset(preset, duration_s, seed, camera=camera).simulate()
     truth_at = from_imu(recording.imu, 0).at
     calibration = recording.calibration
-    settings = real_time_settings(pixel_binning=coarse_grid_factor(calibration.width, calibration.height))
-    estimator = AngularVelocityEstimator(calibration, settings)
+    pipeline = AngularVelocityPipeline(calibration, real_time_settings(pixel_binning=0),
+                                       WindowSettings(window_events=window_events))
+    estimator = AngularVelocityEstimator(calibration, pipeline.settings)
     errors, covariances, counts, spans, windows = [], [], [], [], 0
     started = time.process_time()
-    for events, planning in node_windows(recording, estimator, window_events):
+    for job, outcome in pipeline.run([recording.events], estimator.estimate):
         windows += 1
-        estimate = estimator.estimate(events)
-        if planning is not None:
-            planning[0].after_estimate(planning[1], planning_speed_rad_s(estimate))
-        if estimate.degenerate:
+        if not outcome.publish:
             continue
+        estimate = outcome.estimate
         errors.append(estimate.angular_velocity - truth_at(np.array([estimate.t_ref_ns]))[0])
         covariances.append(estimate.covariance)
-        counts.append(len(events))
+        counts.append(len(job.events))
         spans.append(float(estimator.objective.dt_bound))
     return dict(name=f"{preset}, seed {seed}, {duration_s:g} s, {camera}", windows=windows,
                 errors=np.array(errors).reshape(-1, 3), covariances=np.array(covariances).reshape(-1, 3, 3),

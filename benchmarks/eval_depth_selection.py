@@ -5,10 +5,10 @@ fused map, on simulated sequences (6-DoF and the slider).
         [--baseline-fraction 0.05] [--planes 100] [--losses all | NAME,NAME | none] [--no-rules]
 
 For every sequence (benchmarks/depth_sequences.py: 3 s each, cached after the first run) the
-stream is cut into keyframes as ``focus-ros depth`` cuts it by default (by parallax: the camera
-travels a fraction of the scene depth), each keyframe estimated with the defaults (the
-DSI's planes over the depth range the previous keyframe saw), its reference view snapped to a
-ground-truth depth map time. On each keyframe's DSI the focus curves of the default loss and
+stream is cut into keyframes by the depth pipeline as ``focus-ros depth`` cuts it by default (by
+parallax: the camera travels a fraction of the scene depth, here the ground truth's), each
+keyframe estimated with the defaults (the DSI's planes over the depth range the previous keyframe
+saw), its reference view snapped to a ground-truth depth map time. On each keyframe's DSI the focus curves of the default loss and
 of EMVS's max vote are reduced once to their peaks (``DepthEstimator.focus_features``), then
 every selection rule picks its pixels from the same features. Errors: |Z - Z_true| / Z_true of
 the published points against the simulator's depth map (a point on a depth edge counts as
@@ -45,10 +45,10 @@ import depth_sequences  # noqa: E402
 from focus_ros.depth.focus import MAX_VOTE, PATCH_LOSSES, check_patch_loss  # noqa: E402
 from focus_ros.depth.fusion import MAP_DEPTH_TOLERANCE, MAP_MIN_KEYFRAMES, FusedMap  # noqa: E402
 from focus_ros.depth.semidense import adaptive_threshold_mask, back_project, median_filter_depth  # noqa: E402
-from focus_ros.estimators.depth import (KEYFRAME_BASELINE_FRACTION, DepthEstimator, DepthSettings,  # noqa: E402
-                                       KeyframeSelector)
+from focus_ros.estimators.depth import DepthEstimator, DepthSettings  # noqa: E402
 from focus_ros.evaluation.depth import (cloud_relative_errors, ground_truth_on_reference_grid,  # noqa: E402
                                        relative_errors)
+from focus_ros.pipelines.depth import KEYFRAME_BASELINE_FRACTION, DepthPipeline, DepthPipelineSettings  # noqa: E402
 from focus_ros.poses import Trajectory  # noqa: E402
 from focus_ros.sources.depth_maps import DepthGroundTruth  # noqa: E402
 
@@ -97,22 +97,22 @@ MAP_CANDIDATES = {**DEFAULT_RULE, "support_neighbours": BASE.map_support_neighbo
 
 
 def keyframes_of(recording, settings: DepthSettings, baseline_fraction: float):
-    """[(events, t_ref_ns snapped to a truth map, truth index)] cut by parallax: every keyframe ends when the
-    camera moved baseline_fraction x the median ground-truth depth at its start (the scene depth the
-    estimator tracks; here from the truth, so that the rules are compared on the same keyframes)."""
+    """[(events, t_ref_ns snapped to a truth map, truth index)] cut by the depth pipeline by parallax: every
+    keyframe ends when the camera moved baseline_fraction x the median ground-truth depth of the first
+    map (the scene depth the estimator tracks; here from the truth and never fed back from the
+    estimates, so that the rules are compared on the same keyframes), or turned 15 deg."""
     truth = DepthGroundTruth.from_recording(recording)
     trajectory = Trajectory.from_poses(recording.poses)
     first, last = trajectory.t_range_ns
     events = recording.events
     events = events[(events.t >= first) & (events.t <= last)]
     median_depth = float(np.nanmedian(np.where(np.isfinite(truth.depth_m[0]), truth.depth_m[0], np.nan)))
-    selector = KeyframeSelector.by_parallax(median_depth, baseline_fraction, min_events=settings.min_events)
-    cut = []
-    for start in range(0, len(events), 100_000):
-        cut.extend(selector.push(events[start:start + 100_000], trajectory))
-    rest = selector.flush()
-    if rest is not None and len(rest) > 100_000:
-        cut.append(rest)
+    pipeline = DepthPipeline(DepthPipelineSettings(keyframe_baseline_fraction=baseline_fraction), settings,
+                             calibration=recording.calibration, trajectory=trajectory)
+    pipeline.selector.set_scene_depth(median_depth)
+    cut = [job.events for start in range(0, len(events), 100_000)
+           for job in pipeline.add_events(events[start:start + 100_000])]
+    cut += [job.events for job in pipeline.flush() if len(job.events) > 100_000]
     out = []
     for part in cut:
         middle = int(part.t[0]) + (int(part.t[-1]) - int(part.t[0])) // 2

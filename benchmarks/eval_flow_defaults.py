@@ -41,8 +41,10 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from focus_ros.cli._settings import add_setting_options, settings_from_options  # noqa: E402
 from focus_ros.estimators.optical_flow import OpticalFlowSettings  # noqa: E402
 from focus_ros.losses import LossOptions  # noqa: E402
+from focus_ros.pipelines.optical_flow import FlowWindowSettings, events_per_window  # noqa: E402
 
 #: name -> (preset, seed, evaluated from .. to (s of the trajectory), camera); "room": a constant
 #: rotation at (0.5, -1.0, 2.0) rad/s (2.3 rad/s) in the textured room of ``benchmarks/bench_flow.py``
@@ -229,13 +231,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sequences", default=",".join(SEQUENCES))
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS))
-    parser.add_argument("--window-events", type=int, default=None, help="default window size (events)")
+    add_setting_options(parser, FlowWindowSettings)  # --window-events: the variants' default window size
     parser.add_argument("--max-windows", type=int, default=None)
     parser.add_argument("--output", type=Path, default=None)
     parser.add_argument("--confidence-table", action="store_true",
                         help="also the share kept and the errors at confidence thresholds (first variant)")
     args = parser.parse_args()
-    from focus_ros.estimators.optical_flow import default_window_events
+    default_windows = settings_from_options(FlowWindowSettings, args)
 
     lines = [HEADER.rstrip("\n")]
     confidence_lines = [CONFIDENCE_HEADER.rstrip("\n")]
@@ -250,7 +252,8 @@ def main() -> int:
             variant, (changes, window) = parse_variant(text)
             settings = replace(OpticalFlowSettings(), **changes)
             calibration = recording.calibration
-            window = window or args.window_events or default_window_events(calibration.width, calibration.height)
+            windows = replace(default_windows, window_events=window) if window else default_windows
+            window = events_per_window(windows, calibration.width, calibration.height)
             errors, elapsed, windows = evaluate(recording, settings, window, args.max_windows, start_s)
             line = row(name, f"{variant} ({window} ev.)", errors, elapsed, windows)
             lines.append(line)

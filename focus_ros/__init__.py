@@ -18,6 +18,10 @@ The package follows the data flow, one room per step:
                optical flow (θ = v), and how sure an estimate is (covariance)
                (focus_ros.estimators, with each task's own engine parts in focus_ros.depth and
                focus_ros.flow)
+    pipelines  each task's loop, once: windows or keyframes -> estimator -> feedback -> outputs,
+               for the nodes, the command line and the benchmarks alike  (focus_ros.pipelines)
+    settings   every setting declared once, with its unit and range; the options, the ROS
+               parameters and the parameter docs come from it  (focus_ros.settings)
     runtime    how an estimator runs beside a node: inline, thread, process  (focus_ros.runtime)
     kernels    every numba kernel compiled into numba's cache at install, and what a start would
                still compile  (focus_ros.kernels)
@@ -27,7 +31,7 @@ The package follows the data flow, one room per step:
 Where new things go: a fifth wire encoding is one module in focus_ros.codecs and one row in its
 table of encodings; a 23rd loss is one function, one registry row and one test row (focus_ros.losses says where); a
 fourth task is an estimator in focus_ros.estimators (its own engine parts in a package beside
-depth/ and flow/), one row in focus_ros.runtime's table of kinds, one row in focus_ros.kernels'
+depth/ and flow/), its loop in focus_ros.pipelines, one row in focus_ros.runtime's table of kinds, one row in focus_ros.kernels'
 table of groups (with the function that compiles it), and a thin node in focus_ros.ros.
 
 Everything outside ``focus_ros.ros`` is free of rclpy and usable offline.

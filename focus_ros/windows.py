@@ -28,6 +28,7 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from focus_ros.events import Events
+from focus_ros.settings import setting
 
 
 class CountWindowCutter:
@@ -168,47 +169,39 @@ def duration_for_motion_s(motion: float, speed: float, longest_s: float) -> floa
 
 @dataclass(frozen=True)
 class WindowRule:
-    """How long a window of a rotating camera must be to hold enough to focus, and how often
-    the windows come; [default], meaning, unit, why.
+    """How long a window of a rotating camera must be to hold enough to focus, and how often the
+    windows come: the camera turns ``rotation_deg`` within a window at the last estimate's speed
+    (an image motion of about f times it, f the focal length in px, so that the error of a focused
+    image, a fraction of a pixel, is the same small fraction of the motion on every sensor), with
+    enough events per IWE pixel, at most one output period apart; each window thinned to the
+    events the estimator takes in ``budget_share`` of the time between windows
+    (:class:`EventBudget`). Why each default: docs/design.md, section 6."""
 
-    - rotation_deg [3.0 deg]: the angle the camera turns within a window at the motion the
-      previous estimate implies, duration = rotation / |omega|: an image motion of about
-      f * rotation px (f the focal length in px: about 10 px on a DAVIS240C, 46 px on a
-      1280x720 IMX636 with a 4.3 mm lens), so that the error of a focused image (a fraction
-      of a pixel) is the same small fraction of the motion on every sensor. About what the
-      DAVIS240C's 30,000-event windows hold at the Event Camera Dataset's fastest rotations.
-    - events_per_pixel [0.3]: at least this many events per pixel of the IWE: the window
-      grows until it holds them at the measured event rate (a larger sensor needs more).
-    - cold_events_per_pixel [0.7]: while the motion is unknown (the start, after a reset or a
-      withheld estimate) a window holds this many events per IWE pixel, at most one output
-      period: the DAVIS240C's 30,000-event windows, scaled by the pixel count.
-    - output_period_s [0.02 s]: at most this long between two windows' reference times
-      (the output rate, 50 Hz): windows longer than it overlap, shorter ones follow each other.
-    - min_duration_s [0.001 s], max_duration_s [0.1 s]: bounds of the duration; the upper
-      one also applies while the camera (nearly) stands still (omega -> 0).
-    - The compute budget (:class:`EventBudget`): a window is thinned to the events the
-      estimator can take in ``budget_share`` [0.6] of the time between two windows (the
-      stride: at most an output period), so that it keeps up with every window, between
-      ``min_events`` [15,000] (or ``min_events_per_pixel`` [0.1] per IWE pixel, if more:
-      fewer make the IWE of a 640x480 sensor too sparse to focus well; below the floor the
-      node drops windows rather than estimate badly) and ``max_events`` [150,000] events
-      (also the offline default: beyond it a window costs more than it gains).
-    - max_held_events [4,000,000 events, about 50 MB]: the most events held for the windows
-      to come: at a DVXplorer's 145 Mev/s under flicker, windows shorten to 28 ms instead of
-      the memory growing with the rate.
-    """
-
-    rotation_deg: float = 3.0
-    events_per_pixel: float = 0.3
-    cold_events_per_pixel: float = 0.7
-    output_period_s: float = 0.02
-    min_duration_s: float = 0.001
-    max_duration_s: float = 0.1
-    budget_share: float = 0.6
-    min_events: int = 15_000
-    min_events_per_pixel: float = 0.1
-    max_events: int = 150_000
-    max_held_events: int = 4_000_000
+    rotation_deg: float = setting(3.0, "auto windows: the camera's rotation within a window at the last estimate's "
+                                  "speed; an image motion of about f times it", unit="deg", minimum=0.1,
+                                  maximum=90.0, option="--window-rotation-deg",
+                                  parameter="window_rotation_deg")
+    events_per_pixel: float = setting(0.3, "a window grows until it holds this many events per IWE pixel",
+                                      unit="events/px", minimum=0.0, option=None, parameter=None)
+    cold_events_per_pixel: float = setting(0.7, "while the motion is unknown a window holds this many events per "
+                                           "IWE pixel, at most one output period", unit="events/px", minimum=0.0,
+                                           option=None, parameter=None)
+    output_period_s: float = setting(0.02, "auto windows: at most this long between estimates", unit="s",
+                                     minimum=0.001, maximum=1.0, option=None)
+    min_duration_s: float = setting(0.001, "the shortest window", unit="s", minimum=0.0, option=None, parameter=None)
+    max_duration_s: float = setting(0.1, "auto windows: the longest window, also while the camera stands still",
+                                    unit="s", minimum=0.001, maximum=10.0, option=None,
+                                    parameter="max_window_duration_s")
+    budget_share: float = setting(0.6, "the compute budget: the estimator's share of the time between windows",
+                                  minimum=0.0, maximum=1.0, option=None, parameter=None)
+    min_events: int = setting(15_000, "the compute budget's floor (or min_events_per_pixel, if more)",
+                              unit="events", minimum=1, option=None, parameter=None)
+    min_events_per_pixel: float = setting(0.1, "the compute budget's floor per IWE pixel", unit="events/px",
+                                          minimum=0.0, option=None, parameter=None)
+    max_events: int = setting(150_000, "the compute budget's ceiling, and the offline thinning bound",
+                              unit="events", minimum=1, option=None, parameter=None)
+    max_held_events: int = setting(4_000_000, "the most events held for the windows to come (about 50 MB)",
+                                   unit="events", minimum=0, option=None, parameter=None)
 
     def duration_ns(self, pixels: int, angular_speed_rad_s: float | None, event_rate_hz: float | None) -> int:
         """The window duration (ns) for an IWE of ``pixels`` pixels, the angular speed |omega|

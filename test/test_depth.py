@@ -1,5 +1,5 @@
 """Depth of reference views: accuracy on a synthetic plane, the max-vote baseline on the same
-DSI, pure rotation, keyframes, PLY/depth round trips, the merged cloud in the world frame,
+DSI, pure rotation, PLY/depth round trips, the merged cloud in the world frame,
 and `focus-ros depth` with its one-line errors."""
 
 import csv
@@ -11,9 +11,7 @@ from focus_ros.camera import Calibration
 from focus_ros.cli import main
 from focus_ros.depth.ply import PlyAppender, read_ply, write_ply
 from focus_ros.depth.synthetic import plane_events
-from focus_ros.estimators.depth import DepthEstimator, DepthSettings, KeyframeSelector
-from focus_ros.events import Events
-from focus_ros.poses import Trajectory
+from focus_ros.estimators.depth import DepthEstimator, DepthSettings
 from focus_ros.sources.ecd import write_ecd_folder
 from focus_ros.sources.recording import Poses, Recording
 
@@ -151,51 +149,6 @@ def test_pure_rotation_is_reported_not_turned_into_noise(calibration):
     keyframe = DepthEstimator(calibration, _settings()).estimate(rotating.events, rotating.trajectory)
     assert keyframe.warning.startswith("no parallax") and "pure rotation" in keyframe.warning
     assert keyframe.point_count == 0 and not keyframe.mask.any() and np.isnan(keyframe.depth_m).all()
-
-
-def test_keyframe_selector_by_events_and_by_baseline(scene):
-    events = scene.events
-    chunks = [events[i:i + 7_777] for i in range(0, len(events), 7_777)]
-    selector = KeyframeSelector(every_events=60_000)
-    keyframes = [k for chunk in chunks for k in selector.push(chunk)]
-    assert [len(k) for k in keyframes] == [60_000] * (len(events) // 60_000)
-    assert selector.buffered_events == len(events) % 60_000
-    rest = selector.flush()
-    assert Events.concatenate(keyframes + [rest]).equals(events)
-    # baseline: 0.25 m/s -> a keyframe every 0.2 s for 0.05 m
-    selector = KeyframeSelector(every_events=10**9, every_baseline_m=0.05, baseline_check_events=100)
-    keyframes = [k for chunk in chunks for k in selector.push(chunk, scene.trajectory)]
-    assert len(keyframes) == 4
-    for keyframe in keyframes:
-        assert (keyframe.t[-1] - keyframe.t[0]) / S == pytest.approx(0.2, abs=0.01)
-    with pytest.raises(ValueError, match="needs the trajectory"):
-        selector.push(chunks[0])
-
-
-def test_keyframe_selector_on_a_stream_of_small_messages_with_lagging_poses(scene):
-    """1-ms messages, poses arriving 50 ms behind the events: the same keyframes as offline."""
-    events = scene.events[:100_000]
-    offline = KeyframeSelector(every_events=10**9, every_baseline_m=0.03, baseline_check_events=100)
-    expected = offline.push(events, scene.trajectory)
-    assert len(expected) >= 2
-    whole = scene.trajectory
-    streamed = Trajectory()
-    selector = KeyframeSelector(every_events=10**9, every_baseline_m=0.03, baseline_check_events=100)
-    got, pose_index = [], 0
-    boundaries = np.searchsorted(events.t, np.arange(0, int(events.t[-1]) + 2_000_000, 1_000_000))
-    for start, end in zip(boundaries[:-1], boundaries[1:]):
-        message = events[start:end]
-        now = int(message.t[-1]) if len(message) else 0
-        while pose_index < len(whole) and whole.t_ns[pose_index] <= now - 50_000_000:
-            streamed.append(whole.t_ns[pose_index], whole.position_m[pose_index], whole.orientation_xyzw[pose_index])
-            pose_index += 1
-        got += selector.push(message, streamed)
-    while pose_index < len(whole):  # the stream's last poses come in
-        streamed.append(whole.t_ns[pose_index], whole.position_m[pose_index], whole.orientation_xyzw[pose_index])
-        pose_index += 1
-        got += selector.push(Events.empty(), streamed)
-    assert [len(k) for k in got[:len(expected)]] == [len(k) for k in expected]
-    assert all(a.equals(b) for a, b in zip(got, expected))
 
 
 def test_settings_are_checked():

@@ -1,7 +1,8 @@
 """depth_node as `ros2 run` starts it, over real topics: REP-118 depth images that match the
 clouds, and bad input (events without poses, poses that stop, poses jumping back, a camera at
-rest, malformed messages) logged once, counted, survived. Plus the node's rclpy-free parts
-(the pose gate, the trajectory segment handed to the worker)."""
+rest, malformed messages) logged once, counted, survived; its parameters, those of the params file.
+(The loop it shares with `focus-ros depth`, and the same outputs of both on one bag:
+test/test_depth_pipeline.py.)"""
 
 from __future__ import annotations
 
@@ -21,72 +22,15 @@ from focus_ros import codecs  # noqa: E402
 from focus_ros.events import Events  # noqa: E402
 from focus_ros.poses import Trajectory  # noqa: E402
 from focus_ros.ros import depth_messages  # noqa: E402
-from focus_ros.ros.depth_node import PoseGate, join_keyframes, trajectory_segment  # noqa: E402
 from focus_ros.ros.messages import time_from_ns  # noqa: E402
-from ros_harness import (NodeProcess, check_worker_restart_reported, executable, node_session,  # noqa: E402
-                         spin_until)
+from ros_harness import check_worker_restart_reported, node_session, spin_until  # noqa: E402
 
 PARAMS_FILE = REPOSITORY_ROOT / "config" / "depth_davis240c.yaml"
 SHIFT_NS = 10_000_000_000   # event and pose times start at 10 s, so that poses can jump back
 E2E_KEYFRAME_EVENTS = 160_000   # 3 keyframes of the 1.2-s slider (~490 k events) and the rest (~12 k)
 
 
-# ============================================================================ rclpy-free parts
-
-
-def _events(t_ns) -> Events:
-    t = np.asarray(t_ns, np.int64)
-    return Events.from_arrays(np.zeros(len(t)), np.zeros(len(t)), t, np.ones(len(t)))
-
-
-def test_pose_gate_releases_covered_events_in_order_and_drops_what_poses_never_cover():
-    gate = PoseGate(max_events=10)
-    gate.push(_events([5, 10, 15]), 1.0)
-    gate.push(_events([20, 25]), 2.0)
-    assert gate.release(None, None) == []                 # no poses yet: all held
-    released = gate.release(8, 17)                        # poses cover 8..17 ns
-    assert [list(e.t) for e, _ in released] == [[10, 15]]
-    assert gate.counts["events_dropped_before_first_pose"] == 1   # t = 5 precedes every pose
-    assert gate.held_events == 2 and gate.oldest_t_ns == 20
-    released = gate.release(8, 22)                        # part of a batch
-    assert [(list(e.t), r) for e, r in released] == [([20], 2.0)]
-    assert gate.release(8, 30)[0][0].t.tolist() == [25] and gate.held_events == 0
-    # the bound: beyond max_events the oldest batches go, counted
-    for start in range(0, 16, 4):
-        gate.push(_events(np.arange(start, start + 4) + 100), 3.0)
-    assert gate.held_events <= 10 and gate.counts["events_dropped_waiting_for_poses"] == 8
-    assert gate.oldest_t_ns == 108
-
-
-def test_trajectory_segment_interpolates_like_the_whole_trajectory():
-    t = np.arange(0, 1_000_000_000, 1_000_000, dtype=np.int64)          # 1 kHz for 1 s
-    angle = t / 1e9
-    position = np.column_stack([np.sin(angle), angle ** 2, 0.1 * angle])
-    quaternion = np.column_stack([np.zeros_like(angle), np.sin(angle / 2), np.zeros_like(angle),
-                                  np.cos(angle / 2)])
-    whole = Trajectory(t, position, quaternion)
-    segment = trajectory_segment(whole, 300_000_500, 400_000_000)
-    assert len(segment) < 110 and segment.covers(300_000_500, 400_000_000)
-    query = np.linspace(300_000_500, 400_000_000, 57).astype(np.int64)
-    for a, b in zip(whole.interpolate(query), segment.interpolate(query)):
-        np.testing.assert_array_equal(a, b)
-
-
-def test_keyframes_joined_while_the_estimator_is_busy_stay_bounded_and_uniform_in_time():
-    """A keyframe waiting for the estimator joined by the next ones: every event while within the
-    bound; beyond it every k-th event of the whole span (not the newest events only, not denser at
-    one end), the time order kept."""
-    first, second = _events(np.arange(0, 600)), _events(np.arange(600, 1000))
-    joined, stride = join_keyframes(first, 1, second, 1000)
-    assert stride == 1 and joined.t.tolist() == list(range(1000))
-    joined, stride = join_keyframes(joined, stride, _events(np.arange(1000, 1500)), 1000)
-    assert stride == 2 and joined.t.tolist() == list(range(0, 1500, 2))    # halved: 750 events
-    for start in range(1500, 10_000, 500):                                # 20 keyframes later
-        joined, stride = join_keyframes(joined, stride, _events(np.arange(start, start + 500)), 1000)
-    assert len(joined) <= 1000 and joined.t[0] == 0 and joined.t[-1] >= 10_000 - stride
-    assert np.all(np.diff(joined.t) <= stride)                            # no gap beyond the stride
-    early, late = np.sum(joined.t < 5000), np.sum(joined.t >= 5000)      # as dense early as late
-    assert abs(early - late) < 0.1 * len(joined), (early, late)
+# ============================================================================ parameters
 
 
 def test_params_file_lists_every_parameter_with_its_default():
@@ -94,8 +38,10 @@ def test_params_file_lists_every_parameter_with_its_default():
     unknown (rclpy would ignore a misspelt one silently), defaults as declared."""
     import yaml
 
-    from focus_ros.ros.depth_node import DEPTH_PARAMETERS, PARAMETERS
-    from focus_ros.ros.event_input import PARAMETERS as INPUT_PARAMETERS
+    from focus_ros.ros.depth_node import SETTINGS_CLASSES
+    from focus_ros.ros.estimating_node import RunnerSettings
+    from focus_ros.ros.event_input import EventInputSettings
+    from focus_ros.settings import declared, to_parameter_value
 
     def flatten(tree, prefix=""):
         for key, value in tree.items():
@@ -105,19 +51,20 @@ def test_params_file_lists_every_parameter_with_its_default():
                 yield prefix + key, value
 
     listed = dict(flatten(yaml.safe_load(PARAMS_FILE.read_text())["/**"]["ros__parameters"]))
-    declared = {**INPUT_PARAMETERS, **PARAMETERS, **DEPTH_PARAMETERS}
-    assert sorted(listed) == sorted(declared)
+    defaults = {item.parameter: to_parameter_value(item, item.default)
+                for settings_class in (EventInputSettings, RunnerSettings, *SETTINGS_CLASSES)
+                for item in declared(settings_class) if item.parameter is not None}
+    assert sorted(listed) == sorted(defaults)
     assert {name: value for name, value in listed.items() if not name.startswith("calibration.")} == \
-        {name: spec[0] for name, spec in declared.items() if not name.startswith("calibration.")}
+        {name: value for name, value in defaults.items() if not name.startswith("calibration.")}
 
 
 # ============================================================================ through ROS
 
 
-@pytest.fixture(scope="module")
-def slider():
+def slider_recording():
     """1.2 s of the simulated slider (camera sliding at 0.25 m/s in front of panels), times
-    shifted to start at 10 s."""
+    shifted to start at 10 s (also test/test_depth_pipeline.py's)."""
     from focus_ros.sources.simulator import simulate_preset
 
     recording = simulate_preset("slider", duration_s=1.2, seed=1)
@@ -126,6 +73,11 @@ def slider():
     recording.poses.t = recording.poses.t + SHIFT_NS
     recording.depth_times = recording.depth_times + SHIFT_NS
     return recording
+
+
+@pytest.fixture(scope="module")
+def slider():
+    return slider_recording()
 
 
 @pytest.fixture
@@ -351,74 +303,6 @@ def test_odometry_of_a_body_with_a_camera_from_body_transform_gives_the_cameras_
     summary = cloud_error_summary(errors)
     # the bounds of the end-to-end test below (same keyframes, camera poses given directly)
     assert summary["median_relative_error"] < 0.03 and summary["within_5_percent"] > 0.5, summary
-
-
-# ============================================================================ end to end
-
-
-def test_bag_replayed_into_depth_node_gives_ground_truth_depth_and_the_offline_clouds(ros, slider, tmp_path):
-    """A bag written with rosbags (events, camera_info, poses, depth ground truth), played by
-    `focus-ros replay` (another process) into depth_node (another process): every keyframe's
-    cloud comes back, close to the ground truth, and equal to `focus-ros depth` on the bag."""
-    import csv
-    import subprocess
-
-    from focus_ros.depth.ply import read_ply
-    from focus_ros.evaluation.depth import cloud_error_summary, cloud_relative_errors, expected_keyframes
-    from focus_ros.sources.bags import read_bag_depth, write_bag
-
-    bag = tmp_path / "slider.bag2"
-    write_bag(bag, slider, version=2, storage="mcap")
-    node = start_depth_node(ros, "-p", f"keyframe_events:={E2E_KEYFRAME_EVENTS}", "-p", "max_pending_keyframes:=100",
-                                 # the rest of the stream makes a keyframe after 5 s without events (not 1 s:
-                                 # a loaded machine can stall the replay that long mid-stream)
-                                 "-p", "keyframe_flush_idle_s:=5.0")
-    clouds = ros.collect(PointCloud2, "/depth/points")
-    expected = expected_keyframes(len(slider.events), E2E_KEYFRAME_EVENTS)
-    assert expected >= 3
-    replay = NodeProcess([executable("focus-ros"), "replay", str(bag), "--rate", "1.0", "--topics", "/dvs/events",
-                          "/dvs/camera_info", "/optitrack/davis"], node_env(ros), tmp_path / "replay.log")
-    spin_until(ros.executor, lambda: not replay.alive(), 120.0)
-    assert replay.process.wait(timeout=1) == 0, replay.log()
-    # the last keyframe is the rest of the stream, made once events stop for keyframe_flush_idle_s
-    assert spin_until(ros.executor, lambda: len(clouds) >= expected, 90.0), (len(clouds), node.log())
-    ros.spin(1.0)
-    assert len(clouds) == expected, node.log()
-    assert node.alive() and "Traceback" not in node.log()
-
-    # against the simulator's ground truth, read back from the bag
-    ground_truth = read_bag_depth(bag)
-    trajectory = Trajectory.from_poses(slider.poses)
-    stamps = [c.header.stamp.sec * 1_000_000_000 + c.header.stamp.nanosec for c in clouds]
-    points = [depth_messages.cloud_points(c)[0] for c in clouds]
-    errors = np.concatenate([cloud_relative_errors(p, t, ground_truth, trajectory, slider.calibration)
-                             for p, t in zip(points, stamps)])
-    summary = cloud_error_summary(errors)
-    # Offline (`focus-ros depth`) on this sequence with these keyframes the engine gives a
-    # median relative error of 1.5 % and 64 % of points within 5 % (short keyframes: 4 cm of
-    # baseline; the last one of 12 k events is noisy), with 3-4 planes of margin: the 100
-    # planes, uniform in 1/Z over 0.45-2.4 m, are 1.8 % apart at 1 m. A defect through ROS (a
-    # keyframe with another one's events, a pose from the wrong time, a frame or unit mix-up)
-    # moves points by whole planes or metres: errors of tens of percent.
-    assert summary["with_ground_truth"] > 0.9 * summary["points"] > 3000, summary
-    assert summary["median_relative_error"] < 0.03, summary
-    assert summary["within_5_percent"] > 0.5, summary
-
-    # offline: `focus-ros depth` on the same bag with the same settings -> the same clouds
-    output = tmp_path / "offline"
-    result = subprocess.run([executable("focus-ros"), "depth", str(bag), "-o", str(output), "--keyframe-events",
-                             str(E2E_KEYFRAME_EVENTS), "--keyframe-baseline-fraction", "0", "--keyframe-max-rotation",
-                             "0", "--no-pictures", "--quiet"], capture_output=True, text=True, env=node_env(ros),
-                            timeout=300)
-    assert result.returncode == 0, result.stderr
-    with open(output / "keyframes.csv") as handle:
-        rows = list(csv.DictReader(handle))
-    assert len(rows) == len(clouds)
-    for index, (row, stamp, cloud_points) in enumerate(zip(rows, stamps, points)):
-        assert abs(round(float(row["t_ref"]) * 1e9) - stamp) <= 1, (index, row["t_ref"], stamp)
-        offline = read_ply(output / f"keyframe_{index:04d}_points.ply")
-        np.testing.assert_allclose(np.column_stack([offline["x"], offline["y"], offline["z"]]), cloud_points,
-                                   rtol=0, atol=1e-5)   # m; identical in practice
 
 
 def node_env(ros) -> dict:

@@ -21,7 +21,6 @@ from sensor_msgs.msg import PointCloud2  # noqa: E402
 from focus_ros.events import Events  # noqa: E402
 from focus_ros.poses import Trajectory  # noqa: E402
 from focus_ros.ros import depth_messages  # noqa: E402
-from focus_ros.ros.depth_node import dropped_events_problem  # noqa: E402
 from ros_harness import NodeProcess, executable, spin_until  # noqa: E402
 import test_depth_node  # noqa: E402
 from test_depth_node import (SHIFT_NS, events_between, last_values, node_env, pose_message,  # noqa: E402
@@ -153,16 +152,6 @@ def test_the_map_stays_bounded_over_a_long_stream_and_a_rotation_gives_no_parall
     # the newest pass's ground: around x = 30 m (the first poses' world x plus 5 m per pass)
     assert np.median(last[:, 0]) > slider.poses.position[:, 0].min() + 5.0 * 6 - 3.0
     assert node.alive() and "Traceback" not in node.log()
-
-
-def test_dropped_events_problem_levels_and_reasons():
-    reasons = {"before_first_pose": "poses ahead", "waiting_for_poses": "poses behind"}
-    assert dropped_events_problem(0, {"before_first_pose": 0, "waiting_for_poses": 0}, reasons) is None
-    assert dropped_events_problem(1000, {"before_first_pose": 400, "waiting_for_poses": 0}, reasons) is None
-    level, text = dropped_events_problem(1000, {"before_first_pose": 0, "waiting_for_poses": 600}, reasons)
-    assert level == "warn" and "60 %" in text and "poses behind" in text
-    level, text = dropped_events_problem(1000, {"before_first_pose": 1000, "waiting_for_poses": 0}, reasons)
-    assert level == "error" and "all" in text and "poses ahead" in text
 
 
 def test_poses_far_ahead_of_the_events_make_the_node_report_an_error_with_the_reason(ros, slider):

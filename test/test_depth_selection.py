@@ -1,7 +1,7 @@
 """Which pixels the depth estimator publishes (issue 25): the rival-peak ratio, the relative
 contrast, radius outlier removal, the rules against the fixed share on a simulated 6-DoF
-sequence; keyframes by parallax (baseline a fraction of the scene depth, rotation) and "no
-parallax" on a pure rotation; the DSI's depth range from the scene."""
+sequence; the DSI's depth range from the scene. (Keyframes by parallax and by rotation:
+test/test_depth_pipeline.py.)"""
 
 from dataclasses import replace
 
@@ -12,8 +12,7 @@ from focus_ros.camera import Calibration
 from focus_ros.depth.focus import RIVAL_SEPARATION_PLANES, focus_peaks
 from focus_ros.depth.semidense import contrast_threshold_mask, neighbour_support_mask, relative_contrast
 from focus_ros.depth.synthetic import plane_events
-from focus_ros.estimators.depth import (DEPTH_RANGE_MARGIN, DepthEstimator, DepthSettings, KeyframeSelector,
-                                        depth_range_from_keyframe)
+from focus_ros.estimators.depth import DEPTH_RANGE_MARGIN, DepthEstimator, DepthSettings, depth_range_from_keyframe
 
 S = 1_000_000_000
 #: the rule before issue 25 (the 20 % most confident observed pixels), every new rule off
@@ -122,48 +121,6 @@ def test_the_default_rules_beat_the_fixed_share_on_a_simulated_6dof_sequence(cal
     assert within_5(looser_settings)[0] < default
     with pytest.raises(ValueError, match="map_support_neighbours"):
         DepthSettings(map_support_neighbours=-1)
-
-
-# ------------------------------------------------------------------------- keyframes by parallax
-
-
-def test_keyframes_by_parallax_follow_the_scene_depth(calibration):
-    """A camera sliding at 0.25 m/s: with the scene at 1 m a keyframe ends after 0.1 m (0.4 s),
-    at 2 m after 0.2 m; the scene depth comes from the last keyframe (set_scene_depth)."""
-    scene = plane_events(calibration, depth_m=1.0, event_count=200_000, duration_s=2.0, speed_m_s=0.25)
-    selector = KeyframeSelector.by_parallax(scene_depth_m=1.0, baseline_fraction=0.1, max_events=10**9)
-    selector.baseline_check_events = 100
-    first = selector.push(scene.events[:60_000], scene.trajectory)
-    assert len(first) == 1
-    assert (first[0].t[-1] - first[0].t[0]) / S == pytest.approx(0.4, abs=0.02)
-    selector.set_scene_depth(2.0)
-    rest = selector.push(scene.events[60_000:], scene.trajectory)
-    assert (rest[0].t[-1] - rest[0].t[0]) / S == pytest.approx(0.8, abs=0.02)
-
-
-def test_a_pure_rotation_gives_keyframes_by_rotation_that_report_no_parallax(calibration):
-    """A camera turning at 0.5 rad/s without moving: keyframes end every 15 deg (0.52 s), not
-    at the event cap, and each says "no parallax" instead of a cloud."""
-    rotating = plane_events(calibration, depth_m=1.0, event_count=120_000, duration_s=1.2, speed_m_s=0.0,
-                            rotation_rad_s=0.5)
-    selector = KeyframeSelector.by_parallax(scene_depth_m=1.0, max_events=10**9)
-    selector.baseline_check_events = 100
-    keyframes = selector.push(rotating.events, rotating.trajectory)
-    assert len(keyframes) == 2
-    for events in keyframes:
-        assert (events.t[-1] - events.t[0]) / S == pytest.approx(np.radians(15.0) / 0.5, abs=0.02)
-    estimator = DepthEstimator(calibration, DepthSettings())
-    for events in keyframes:
-        keyframe = estimator.estimate(events, rotating.trajectory)
-        assert keyframe.warning.startswith("no parallax") and keyframe.point_count == 0
-
-
-def test_keyframe_selector_settings_are_checked():
-    for arguments in (dict(max_rotation_rad=0.0), dict(baseline_fraction=-1.0), dict(every_baseline_m=np.inf)):
-        with pytest.raises(ValueError):
-            KeyframeSelector(**arguments)
-    with pytest.raises(ValueError, match="scene depth"):
-        KeyframeSelector.by_parallax(scene_depth_m=0.0)
 
 
 # ------------------------------------------------------------------------- depth range from the scene

@@ -100,9 +100,12 @@ def test_optimizer_and_blur_options(sequence, tmp_path, capsys):
         estimates[optimizer, blur] = np.array([float(row[key]) for key in ("wx", "wy", "wz")])
         assert np.all(np.abs(estimates[optimizer, blur] - [3.576, 3.945, -1.754]) < 0.5)
     assert not np.array_equal(estimates["cg", "0"], estimates["cg", "1"])  # the option reaches the objective
-    assert main(["estimate", str(sequence), "--blur-sigma", "-0.5", "--quiet"]) == 1
-    error = capsys.readouterr().err.strip()
-    assert "--blur-sigma must be >= 0" in error and len(error.splitlines()) == 1
+    # refused by the option's declared range, as argparse refuses (usage, then one error line; exit 2)
+    with pytest.raises(SystemExit) as refused:
+        main(["estimate", str(sequence), "--blur-sigma", "-0.5", "--quiet"])
+    assert refused.value.code == 2
+    errors = [line for line in capsys.readouterr().err.strip().splitlines() if "error" in line]
+    assert len(errors) == 1 and "--blur-sigma must be >= 0" in errors[0]
 
 
 # ----------------------------------------------------------------------------------------

@@ -17,7 +17,8 @@ from sensor_msgs.msg import CameraInfo  # noqa: E402
 from focus_ros import codecs  # noqa: E402
 from focus_ros.camera import Calibration  # noqa: E402
 from focus_ros.events import Events  # noqa: E402
-from focus_ros.ros.event_input import PARAMETERS, EventInput  # noqa: E402
+from focus_ros.ros.event_input import EventInput, EventInputSettings  # noqa: E402
+from focus_ros.settings import declared  # noqa: E402
 from ros_harness import client_node, spin_until  # noqa: E402
 
 
@@ -66,11 +67,12 @@ def connect(node, executor, topic="/events"):
 def test_parameters_are_declared_with_descriptions_and_defaults(ros):
     _, _, make = ros
     receiver = make(camera_info_topic="/cam/info")
-    for name, (default, _, _) in PARAMETERS.items():
+    for item in declared(EventInputSettings):
+        name = item.parameter
         descriptor = receiver.node.describe_parameter(name)
         assert descriptor.description, name
         if name != "camera_info_topic":
-            assert receiver.node.get_parameter(name).value == default, name
+            assert receiver.node.get_parameter(name).value == item.parameter_default, name
     assert receiver.input.camera_info_topic == "/cam/info"
     assert receiver.node.describe_parameter("qos_depth").integer_range[0].from_value == 1
 

@@ -167,12 +167,15 @@ def test_estimator_process_and_thread_publish_the_same_flow_and_a_killed_worker_
 
         # the worker of the process node killed: reported, restarted, estimating again
         reports.clear()
-        assert spin_until(executor, lambda: any(_flow_values(r, "flow_process") for r in reports), 5.0)
+        # a report of each node (once a second each): the process node names its estimator
+        # process, the thread node none (0: estimating in a thread of its own process)
+        assert spin_until(executor, lambda: all(any(_flow_values(r, f"flow_{name}") for r in reports)
+                                                for name in processes), 5.0)
         values = [_flow_values(r, "flow_process") for r in reports if _flow_values(r, "flow_process")][-1]
         pid = int(values["estimator_process_pid"])
         assert pid not in (0, processes["process"].process.pid)
         thread_values = [_flow_values(r, "flow_thread") for r in reports if _flow_values(r, "flow_thread")]
-        assert not thread_values or int(thread_values[-1]["estimator_process_pid"]) == 0
+        assert int(thread_values[-1]["estimator_process_pid"]) == 0, thread_values[-1]
         os.kill(pid, signal.SIGKILL)
         count = len(flows["process"])
         publish(later)

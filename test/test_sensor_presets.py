@@ -187,22 +187,46 @@ def test_sensor_without_simulate_is_refused_in_one_line(tmp_path):
 
 
 def test_evaluate_commands_simulate_the_chosen_sensor(tmp_path):
+    """Each evaluating command with --sensor evaluates the sequence the simulator renders for that
+    sensor (other sensors give other events for the same motion: a DAVIS346 twice as many per
+    second as the DAVIS240C, so 30,000-event windows half as long): its windows are that
+    sequence's, and the depth maps cover that sensor's pixels."""
+    from focus_ros.estimators.angular_velocity import reference_time_ns
+    from focus_ros.evaluation.sequence import simulate_sequence
+
     result = focus_ros_cli("evaluate", "--simulate", "rotation_short", "--sensor", "davis346", "--duration", "0.1",
                            "--losses", "variance", "--polarity", "without", "--max-windows", "2", "--workers", "1",
                            "--plot-losses", "none", "--quiet", "--output", tmp_path / "evaluate")
     assert result.returncode == 0, result.stderr
     assert "davis346" in (tmp_path / "evaluate" / "table.md").read_text().splitlines()[0]
+    # the two windows are the first 2 x 30,000 events of the DAVIS346's sequence: their reference times
+    events = simulate_sequence("rotation_short", 0.1, 0, camera="davis346").events
+    expected_ns = [reference_time_ns(events[start:start + 30000], "middle") for start in (0, 30000)]
+    with open(tmp_path / "evaluate" / "estimates" / "variance__without.csv", newline="") as handle:
+        t_ref_ns = [round(float(row["t_ref"]) * 1e9) for row in csv.DictReader(handle)]
+    assert t_ref_ns == expected_ns
     result = focus_ros_cli("evaluate-flow", "--simulate", "rotation_short", "--sensor", "dvxplorer",
                            "--duration", "0.02", "--losses", "variance", "--max-windows", "1", "--window-events",
                            "30000", "--quiet", "--output", tmp_path / "flow")
     assert result.returncode == 0, result.stderr
-    assert "dvxplorer" in (tmp_path / "flow" / "flow_table.md").read_text().splitlines()[0]
+    header = (tmp_path / "flow" / "flow_table.md").read_text().splitlines()[0]
+    assert "dvxplorer" in header
+    # its one window: the first 30,000 events of the DVXplorer's sequence (1.6 ms; 10 ms on a DAVIS240C)
+    events = simulate_sequence("rotation_short", 0.02, 0, camera="dvxplorer").events
+    assert f"1 30000-event windows (median span {(events.t[29999] - events.t[0]) / 1e6:.1f} ms)" in header, header
     result = focus_ros_cli("evaluate-depth", "--simulate", "slider", "--sensor", "davis346", "--duration", "0.3",
                            "--keyframes", "1", "--keyframe-events", "50000", "--losses", "local_variance",
                            "--polarity", "without", "--plot-losses", "none", "--planes", "20", "--quiet",
                            "--output", tmp_path / "depth")
     assert result.returncode == 0, result.stderr
     assert "davis346" in (tmp_path / "depth" / "depth_table.md").read_text().splitlines()[0]
+    # density = points / reference pixels with ground truth: the slider's scene fills the view, so
+    # those are the DAVIS346's 346 x 260 pixels (a DAVIS240C's would be 240 x 180)
+    with open(tmp_path / "depth" / "depth_table.csv", newline="") as handle:
+        rows = [row for row in csv.DictReader(handle) if row["status"] == "ok"]
+    assert rows
+    for row in rows:
+        assert int(row["points"]) / float(row["density"]) == pytest.approx(346 * 260, rel=1e-4), row
 
 
 # ----------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 The same as ``python -m focus_ros.kernels``: one line per group of kernels with its time. Run it
 after installing or updating focus_ros where the cache is not filled by the install (see the
-README, "Compiled kernels"), e.g. as the robot's user when the install space is read-only.
+docs/install.md, "Compiled kernels"), e.g. as the robot's user when the install space is read-only.
 """
 
 from __future__ import annotations

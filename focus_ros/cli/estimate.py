@@ -20,14 +20,16 @@ import sys
 from pathlib import Path
 
 from focus_ros.cli import UserError
+from focus_ros.cli._options import SHARED, add_estimator_arguments, settings_from_arguments
 from focus_ros.cli._output import replaced_on_success
-from focus_ros.cli._options import (add_estimator_arguments, check_estimator_arguments,
-                                    settings_from_arguments)
-from focus_ros.estimators.angular_velocity import real_time_settings
+from focus_ros.cli._settings import add_setting_options, settings_from_options
 from focus_ros.events import NANOSECONDS_PER_SECOND
+from focus_ros.pipelines.angular_velocity import WindowSettings, real_time_defaults
 from focus_ros.windows import WindowRule
 
 CSV_COLUMNS = ("t_ref", "wx", "wy", "wz", "iterations", "evaluations", "score", "degenerate")
+#: the estimator settings with an option here: the shared ones, and the loss and the IWE's
+ESTIMATOR_OPTIONS = (*SHARED, "loss", "use_polarity", "sigma", "pixel_binning")
 
 
 def add_arguments(parser) -> None:
@@ -41,21 +43,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--height", type=int, default=None, help="sensor height for calib.txt (px; default: the "
                                                                  "size the bag's event messages declare, else 180)")
     parser.add_argument("-o", "--output", default="angular_velocity.csv", help="output CSV path")
-    parser.add_argument("--window-events", type=int, default=0,
-                        help="events per window; default 0: auto windows, as the ROS node's")
-    parser.add_argument("--stride", type=int, default=None, help="with --window-events: events between window "
-                                                                 "starts (default: the window size)")
-    parser.add_argument("--window-rotation-deg", type=float, default=WindowRule.rotation_deg,
-                        help="auto windows: the camera's rotation within a window (deg, default "
-                             f"{WindowRule.rotation_deg:g})")
-    parser.add_argument("--max-window-events", type=int, default=WindowRule.max_events,
-                        help=f"auto windows: thin each to at most this many events (default {WindowRule.max_events})")
-    parser.add_argument("--pixel-binning", type=int, default=0,
-                        help="IWE on bins of this many pixels per side; default 0: 2 on 1280x720, 1 below")
-    parser.add_argument("--loss", default="variance", help="focus loss name (default variance)")
-    parser.add_argument("--polarity", action="store_true", help="use polarity in the IWE (b_k = p_k)")
-    parser.add_argument("--sigma", type=float, default=1.0, help="Gaussian kernel sigma (px)")
-    add_estimator_arguments(parser, real_time_settings())
+    # the node's window settings and defaults, but a fixed thinning bound: offline there is no compute budget
+    add_setting_options(parser, WindowSettings, defaults={"max_window_events": WindowRule.max_events})
+    add_setting_options(parser, WindowRule)
+    add_estimator_arguments(parser, real_time_defaults(), ESTIMATOR_OPTIONS)  # the node's defaults
     parser.add_argument("--max-windows", type=int, default=None, help="stop after this many windows")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -63,42 +54,26 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     from tqdm import tqdm
 
-    from focus_ros.estimators.angular_velocity import AngularVelocityEstimator, degeneracy_of, planning_speed_rad_s
-    from focus_ros.iwe import coarse_grid_factor
-    from focus_ros.losses import LOSSES, get_loss
+    from focus_ros.estimators.angular_velocity import AngularVelocityEstimator
+    from focus_ros.pipelines.angular_velocity import AngularVelocityPipeline
     from focus_ros.sources.sequence import ECD, iter_sequence_events, sequence_calibration, sequence_format
-    from focus_ros.windows import AdaptiveWindows, count_windows
 
     sequence = Path(args.sequence)
     kind = sequence_format(sequence)
-    if args.loss not in LOSSES:
-        raise UserError(f"unknown loss '{args.loss}': choose one of {', '.join(LOSSES)}")
-    reason = degeneracy_of(get_loss(args.loss), args.polarity)
+    settings = settings_from_arguments(args, real_time_defaults(), ESTIMATOR_OPTIONS)
+    windows = settings_from_options(WindowSettings, args)
+    if windows.max_window_events < 100:
+        raise UserError(f"--max-window-events must be at least 100, got {windows.max_window_events}")
+    calibration = sequence_calibration(sequence, args.calib, args.width, args.height, args.topic)
+    pipeline = AngularVelocityPipeline(calibration, settings, windows, settings_from_options(WindowRule, args))
+    reason = pipeline.degeneracy()
     if reason:
         raise UserError(reason + "; add --polarity")
-    if args.window_events < 0:
-        raise UserError(f"--window-events must be positive (or 0: auto windows), got {args.window_events}")
-    if args.max_window_events < 100 or args.pixel_binning < 0 or not args.window_rotation_deg > 0:
-        raise UserError("--max-window-events must be at least 100, --pixel-binning >= 0 (0 = auto) and "
-                        "--window-rotation-deg positive")
-    if args.stride is not None and args.stride <= 0:
-        raise UserError(f"--stride must be positive, got {args.stride}")
-    check_estimator_arguments(args)
-    calibration = sequence_calibration(sequence, args.calib, args.width, args.height, args.topic)
-    binning = args.pixel_binning or coarse_grid_factor(calibration.width, calibration.height)
-    settings = settings_from_arguments(args, real_time_settings(), loss=args.loss, use_polarity=args.polarity,
-                                       sigma=args.sigma, pixel_binning=binning)
-    estimator = AngularVelocityEstimator(calibration, settings)
+    estimator = AngularVelocityEstimator(calibration, pipeline.settings)
 
-    stride = args.stride or args.window_events
-    auto = None
-    if not args.window_events:
-        grid = estimator.grid_calibration
-        auto = AdaptiveWindows(WindowRule(rotation_deg=args.window_rotation_deg), grid.width * grid.height,
-                               args.max_window_events)
     total_windows = (_estimate_window_count(sequence / "events.txt" if sequence.is_dir() else sequence,
-                                            args.window_events, stride)
-                     if kind == ECD and args.window_events else None)
+                                            windows.window_events, windows.stride_events)
+                     if kind == ECD and windows.mode == "events" else None)
     if args.max_windows is not None and total_windows is not None:
         total_windows = min(total_windows, args.max_windows)
     output = Path(args.output)
@@ -110,12 +85,8 @@ def run(args) -> int:
         writer = csv.writer(handle)
         writer.writerow(CSV_COLUMNS)
         batches = iter_sequence_events(sequence, args.topic, within=calibration)
-        windows = (count_windows(batches, args.window_events, stride) if auto is None
-                   else (window for batch in batches for window in auto.cut(batch)))
-        for window in windows:
-            estimate = estimator.estimate(window if auto is None else window.events)
-            if auto is not None:
-                auto.after_estimate(window, planning_speed_rad_s(estimate))
+        for _, outcome in pipeline.run(batches, estimator.estimate):
+            estimate = outcome.estimate
             omega = estimate.angular_velocity
             writer.writerow([f"{estimate.t_ref_ns / NANOSECONDS_PER_SECOND:.9f}",
                              *(f"{v:.9f}" if math.isfinite(v) else "nan" for v in omega),
@@ -128,8 +99,8 @@ def run(args) -> int:
                 break
     if written == 0:
         print(f"focus-ros estimate: warning: {sequence} holds no complete window "
-              f"({f'{args.window_events} events' if args.window_events else 'auto windows'}): no window written",
-              file=sys.stderr)
+              f"({f'{windows.window_events} events' if windows.window_events else 'auto windows'}): no window "
+              f"written", file=sys.stderr)
     if not args.quiet:
         print(f"wrote {written} windows ({degenerate} degenerate) to {output}", file=sys.stderr)
     return 0

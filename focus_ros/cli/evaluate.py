@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from focus_ros.cli import UserError
-from focus_ros.cli._options import add_estimator_arguments, check_estimator_arguments
+from focus_ros.cli._options import add_estimator_arguments
 from focus_ros.cli._sources import add_source_arguments, angular_velocity_ground_truth, load_source, loss_names
 from focus_ros.estimators.angular_velocity import AngularVelocitySettings
 from focus_ros.events import NANOSECONDS_PER_SECOND
@@ -72,7 +72,6 @@ def run(args) -> int:
         raise UserError(f"--workers must be positive, got {args.workers}")
     if not args.box_interval > 0:
         raise UserError(f"--box-interval must be positive (s), got {args.box_interval}")
-    check_estimator_arguments(args)
     jobs = angular_velocity.plan_jobs(losses, modes)
     started = time.perf_counter()
     recording, simulated, description = load_source(args)
@@ -85,7 +84,7 @@ def run(args) -> int:
         raise UserError(f"no complete window of {args.window_events} events in the selected range "
                         f"({len(events)} events)")
     options = angular_velocity.EstimatorOptions(kernel=args.kernel, t_ref=args.t_ref, warp=args.warp,
-                                                optimizer=args.optimizer, blur_sigma_px=args.blur_sigma,
+                                                optimizer=args.optimizer, blur_sigma_px=args.blur_sigma_px,
                                                 warm_start=args.warm_start, value_tolerance=args.value_tolerance)
     output = args.output
     report = angular_velocity.run_jobs(jobs, events, recording.calibration, windows, options, output, args.workers,
@@ -138,8 +137,8 @@ def _header(args, description, events, windows, comparison, has_ground_truth, re
     lines = [f"# Focus-loss evaluation: {description}", "",
              f"- windows: {len(windows)} of {args.window_events} events (every {args.every}), "
              f"{t_first / 1e9:.3f}-{t_last / 1e9:.3f} s; t_ref = {args.t_ref}; warp {args.warp}; "
-             f"{args.kernel} IWE" + (" blurred by a 1-px Gaussian for the spatial losses" if args.blur_sigma is None
-                                     else f" blurred by a Gaussian of {args.blur_sigma:g} px" if args.blur_sigma
+             f"{args.kernel} IWE" + (" blurred by a 1-px Gaussian for the spatial losses" if args.blur_sigma_px is None
+                                     else f" blurred by a Gaussian of {args.blur_sigma_px:g} px" if args.blur_sigma_px
                                      else "")
              + f"; optimizer {args.optimizer}",
              f"- compared with: {comparison.description}",

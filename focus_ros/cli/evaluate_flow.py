@@ -22,7 +22,8 @@ import numpy as np
 
 from focus_ros.cli import UserError
 from focus_ros.cli._sources import add_source_arguments, angular_velocity_ground_truth, load_source, loss_names
-from focus_ros.cli.flow import add_flow_arguments, check_window_arguments, settings_from_flow_arguments
+from focus_ros.cli.flow import (add_flow_arguments, add_window_arguments, settings_from_flow_arguments,
+                               window_settings_from_arguments)
 
 #: the losses of the paper's Fig. 6 (patch flow landscapes)
 FIGURE_6_LOSSES = ("variance", "gradient_magnitude", "laplacian_magnitude", "variance_of_gradient",
@@ -35,17 +36,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--losses", default=",".join(("area_exponential",) + FIGURE_6_LOSSES),
                         help="comma-separated loss names, or 'all' (default: the estimator's default, "
                              "area_exponential, and the paper's Fig. 6 losses)")
-    parser.add_argument("--polarity", action="store_true", help="use polarity in the IWE (b_k = p_k)")
     parser.add_argument("--ground-truth", choices=("auto", "imu", "mocap", "estimate"), default="auto",
                         help="auto: IMU, else motion capture; estimate: no ground truth, compare with the flow "
                              "of the full-frame angular velocity estimate (a rotating camera; a consistency check)")
     parser.add_argument("--imu-delay", type=float, metavar="MS", default=None,
                         help="gyro delay (ms): default 2.4 for recorded data, 0 for the simulator")
-    parser.add_argument("--window-events", type=int, default=None,
-                        help="events per window (default: 30000 on a 240x180 sensor, scaled by the pixel count)")
-    parser.add_argument("--window-ms", type=float, default=None, help="windows of this duration (ms) instead")
+    add_window_arguments(parser)
     parser.add_argument("--max-windows", type=int, metavar="M", help="at most M (consecutive) windows")
-    add_flow_arguments(parser)
+    add_flow_arguments(parser, exclude=("loss",))  # --losses instead
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -54,10 +52,10 @@ def run(args) -> int:
 
     from focus_ros.evaluation import flow
     from focus_ros.evaluation.angular_velocity import build_windows
-    from focus_ros.flow.patches import PatchObjective  # noqa: F401  (import errors surface before the long run)
+    from focus_ros.pipelines.optical_flow import OpticalFlowPipeline, events_per_window
 
     losses = loss_names(args.losses)
-    check_window_arguments(args)
+    window_settings = window_settings_from_arguments(args)
     if args.max_windows is not None and args.max_windows <= 0:
         raise UserError(f"--max-windows must be positive, got {args.max_windows}")
     recording, simulated, description = load_source(args)
@@ -71,9 +69,8 @@ def run(args) -> int:
     if args.window_ms is not None:
         windows = flow.duration_window_bounds(events.t, int(round(args.window_ms * 1e6)), args.max_windows)
     else:
-        from focus_ros.estimators.optical_flow import default_window_events
         calibration = recording.calibration
-        args.window_events = args.window_events or default_window_events(calibration.width, calibration.height)
+        args.window_events = events_per_window(window_settings, calibration.width, calibration.height)
         windows = build_windows(events.t, args.window_events, max_windows=args.max_windows)
     if len(windows) == 0:
         raise UserError(f"the sequence has {len(events)} events: not one window")
@@ -82,9 +79,8 @@ def run(args) -> int:
     settings_list = []
     for loss in losses:
         try:
-            settings = settings_from_flow_arguments(args, loss=loss, use_polarity=args.polarity)
-            from focus_ros.estimators.optical_flow import OpticalFlowEstimator
-            OpticalFlowEstimator(recording.calibration.width, recording.calibration.height, settings)
+            settings = settings_from_flow_arguments(args, loss=loss)
+            OpticalFlowPipeline(recording.calibration.width, recording.calibration.height, settings)
         except ValueError as error:
             print(f"focus-ros evaluate-flow: skipping {loss}: {error}", file=sys.stderr)
             continue
@@ -100,7 +96,7 @@ def run(args) -> int:
     window_text = f"{args.window_ms:g}-ms windows" if args.window_ms else f"{args.window_events}-event windows"
     durations = (events.t[windows[:, 1] - 1] - events.t[windows[:, 0]]) / 1e6
     header = (f"{description}: {len(windows)} {window_text} (median span {np.median(durations):.1f} ms), "
-              f"{'with' if args.polarity else 'without'} polarity, ground truth: {ground_truth.source or 'given'}"
+              f"{'with' if args.use_polarity else 'without'} polarity, ground truth: {ground_truth.source or 'given'}"
               f"{' + translation from poses and depth maps' if flow.has_translation_ground_truth(recording) else ''}\n\n")
     (output / "flow_table.md").write_text(header + table)
     flow.write_flow_csv(runs, output / "flow_table.csv")

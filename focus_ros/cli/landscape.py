@@ -17,7 +17,9 @@ from pathlib import Path
 import numpy as np
 
 from focus_ros.cli import UserError
+from focus_ros.cli._options import add_estimator_arguments
 from focus_ros.cli._sources import add_source_arguments, angular_velocity_ground_truth, load_source, loss_names
+from focus_ros.estimators.angular_velocity import AngularVelocitySettings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--window-events", type=int, default=30_000, help="events per window (default 30000)")
     parser.add_argument("--window-index", type=int, default=None,
                         help="which window of the sequence (default: the middle one)")
-    parser.add_argument("--t-ref", choices=("start", "middle", "end"), default="middle")
+    add_estimator_arguments(parser, AngularVelocitySettings(), included=("t_ref",))
     parser.add_argument("--omega", type=float, nargs=3, metavar=("WX", "WY", "WZ"),
                         help="centre ω (rad/s) instead of the ground truth / variance estimate")
     parser.add_argument("--ground-truth", choices=("auto", "imu", "mocap", "none"), default="auto")

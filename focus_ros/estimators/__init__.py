@@ -5,7 +5,7 @@ behind the ROS nodes and the command line.
   and its settings: the angular velocity (rad/s) of a rotating camera per window;
 - ``optical_flow``: :class:`~focus_ros.estimators.optical_flow.OpticalFlowEstimator`: the flow
   (px/s) of every patch of a grid per window (engine: :mod:`focus_ros.flow`);
-- ``depth``: :class:`~focus_ros.estimators.depth.DepthEstimator` and the keyframe selector:
+- ``depth``: :class:`~focus_ros.estimators.depth.DepthEstimator`:
   semi-dense depth (m) of a reference view from events and known poses (engine:
   :mod:`focus_ros.depth`).
 - ``covariance``: how sure an estimate is: the covariance of the angular velocity ((rad/s)^2)

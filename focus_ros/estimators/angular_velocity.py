@@ -16,10 +16,11 @@ import numpy as np
 from focus_ros.camera import Calibration
 from focus_ros.estimators.covariance import angular_velocity_covariance
 from focus_ros.events import Events
-from focus_ros.iwe import KERNELS, coarse_grid_calibration, events_on_coarse_grid
+from focus_ros.iwe import KERNELS, coarse_grid_calibration, coarse_grid_factor, events_on_coarse_grid
 from focus_ros.losses import LOSSES, get_loss
 from focus_ros.objective import Objective, supported_polarity_modes
 from focus_ros.optimize import OPTIMIZERS, REAL_TIME_SETTINGS, OptimizerSettings, minimize
+from focus_ros.settings import setting
 
 #: standard deviation (px) of the IWE blur for the spatial losses (Table 1 "Spatial? yes"): the
 #: paper's epsilon = 1 px Gaussian Dirac, built as bilinear voting then a blur (two image filters
@@ -46,116 +47,88 @@ WITHHELD_REASONS = ("degenerate_loss", "few_events", "non_finite", "beyond_senso
 
 @dataclass(frozen=True)
 class AngularVelocitySettings:
-    """How to estimate one window's angular velocity; [default], then meaning, unit and why.
+    """How to estimate one window's angular velocity: the loss, the IWE, the optimizer, and the
+    checks that recover or withhold doubtful estimates.
 
-    The defaults are the paper's choices where it makes one (``focus-ros evaluate`` uses
-    them); :func:`real_time_settings` gives the node's and ``focus-ros estimate``'s.
-
-    - loss ["variance"]: a focus_ros.losses registry name; the paper's reference loss, among
-      the most accurate and cheapest (EVALUATION.md, "(a) Simulated dataset-like rotation").
-    - use_polarity [False]: b_k = p_k (True) or 1 (False); the variance does better without.
-    - kernel ["bilinear"] | "gaussian", sigma [1.0 px, the paper's epsilon; Gaussian only]:
-      how events vote into the IWE. A Gaussian per event costs an order of magnitude more per
-      evaluation (BENCHMARKS.md, "Engine"); the spatial losses get the paper's smoothing from
-      ``blur_sigma_px`` instead.
-    - t_ref ["middle"] | "start" | "end": the time the events are warped to and the estimate
-      is stamped with; the middle halves the largest |t_k - t_ref| the warp must bridge.
-    - warp ["exact"] (exponential map) | "small_angle": the latter is a speed option.
-    - optimizer ["cg"] (Fletcher-Reeves, the paper's) | "bfgs" | "lbfgs": BFGS needs fewer
-      evaluations but misses the motion with the range loss where CG finds it
-      (:mod:`focus_ros.optimize`); optimizer_settings [``OptimizerSettings()``]: its stopping
-      rules, in rad/s.
-    - max_angular_velocity [50.0 rad/s, about 2,900 deg/s]: an estimate beyond it is reported
-      degenerate (diverged); far above the dataset's fastest rotations (docs/design.md,
-      section 3), so it only catches runaway solves.
-    - min_events [100 events]: fewer make the window degenerate; a floor far below the
-      paper's 30,000-event windows.
-    - gap_reset_windows [10.0 window durations]: a longer gap since the previous window drops
-      the warm start (back to 0), as the public rotational CMax system does (docs/design.md,
-      section 1).
-    - loss_options [None: ``LossOptions()``]: the losses' parameters.
-    - blur_sigma_px [None]: Gaussian blur (px) of the IWE before the loss, 0 = none, None =
-      the loss's default (:func:`default_blur_sigma_px`, :data:`SPATIAL_LOSS_BLUR_SIGMA_PX`).
-    - warm_start ["previous"]: each window starts from the last estimate (the paper's), or
-      "extrapolate": from the line through the last two estimates at this window's t_ref
-      (constant angular acceleration; fewer evaluations, see :func:`real_time_settings`).
-    - recovery [True]: check every window's optimum and recover doubtful ones, since an RMS
-      hides single windows far off (EVALUATION.md, "Per-window errors: doubtful optima and
-      changing ω"). A window is doubtful when it started cold (no warm start) or when its
-      focus improvement over omega = 0, (score - score_at_zero) / |score_at_zero|, is below
-      ``doubt_ratio`` [0.5: half] times the median of the last ``doubt_history`` [16]
-      accepted windows' (at least 3 of them; a wrong optimum barely sharpens the image). It
-      is then solved again coarse to fine: on the middle 1/``recovery_sub_window`` [4] of its
-      events (a quarter of the time span: a basin of the optimum four times as wide), from the
-      warm start and from 0, then on the whole window from the better of the two; the higher
-      focus wins (among estimates within ``max_angular_velocity``). When the second solve
-      confirms the first (within ``agreement_rad_s`` [0.2 rad/s, about 11 deg/s]) the window
-      is fine (e.g. omega crossing zero, where no motion means little gain); when they
-      disagree and the winner is still doubtful, the window is reported degenerate instead of
-      published.
-    - max_change_in_window_rad_s [1.0 rad/s; 0 = off]: the constant-velocity check. The warp
-      assumes omega constant over the window; when the angular acceleration alpha of the last
-      estimates (rad/s^2, the mean of the slopes between the last two windows and from the
-      last window to this one; for a cold window, measured on its two halves) times the
-      window's time span predicts omega to change by more than this within the window, the
-      window is solved again with the warp of constant angular acceleration alpha
-      (omega(t) = omega + alpha (t - t_ref), omega still the estimate at t_ref; the estimate's
-      ``angular_acceleration``), kept when its IWE is sharper than the constant-velocity
-      estimate's on the same events. It never fires at constant omega, and removes the
-      largest misses in fast oscillations (EVALUATION.md, "Per-window errors").
-    - max_change_with_acceleration_rad_s [1.5 rad/s; 0 = the whole window always]: beyond
-      this predicted change the acceleration is not constant over the window either
-      (oscillations at a few Hz), so the accelerated solve uses only the events of the span
-      around t_ref over which omega changes by this much, at least ``min_check_events``
-      [8000 events] of them.
-    - cold_acceleration_refinements [3]: a cold window's acceleration, measured on halves
-      solved with the constant-velocity warp, comes out wrong when omega changes fast (each
-      half is itself an average over a changing omega). Up to this many times, the halves
-      are solved again with the warp of the last acceleration, which gives the next one, and
-      the window with that (stopping when it changes by less than 10 %, or when its solve is
-      no sharper than constant velocity).
-    - pixel_binning [1]: the IWE on a grid of bins of this many pixels squared
-      (:func:`~focus_ros.iwe.coarse_grid_calibration`): for large sensors, as accurate on
-      windows thinned to a compute budget and several times cheaper per evaluation
-      (EVALUATION.md, "Sensors"); the IWE images are then at the binned size.
-    - Withheld, not published (the estimate's ``withheld`` says why; counted by the node):
-      ``min_motion_px`` [1.0 px of the IWE grid]: the image motion |omega| f (t_last - t_first)
-      the estimate implies over the window is below it: the image at omega = 0 is already
-      as sharp, the window cannot tell the motion from zero ("little_motion");
-      ``min_focus_gain`` [0.01]: the focus improvement over omega = 0 is below it although
-      the estimate implies motion: a flat landscape does not support it ("flat_focus");
-      ``max_motion_share`` [0.5]: the implied image motion over the window exceeds this share
-      of the image's smaller side: the sensor could not have seen that motion as sharp
-      edges ("beyond_sensor", as ``max_angular_velocity``).
+    The defaults are the paper's choices where it makes one (``focus-ros evaluate`` uses them);
+    :func:`real_time_settings` gives the node's and ``focus-ros estimate``'s. Each field's
+    declaration says its meaning, unit and range; why each default is what it is (and what the
+    recovery and the constant-velocity check do) is in docs/design.md, section 6. The settings
+    without a command-line option or ROS parameter are tuned internals.
     """
 
-    loss: str = "variance"
-    use_polarity: bool = False
-    kernel: str = "bilinear"
-    sigma: float = 1.0
-    t_ref: str = "middle"
-    warp: str = "exact"
-    optimizer: str = "cg"
+    loss: str = setting("variance", "focus loss (focus_ros.losses)", choices=tuple(LOSSES))
+    use_polarity: bool = setting(False, "image of warped events with polarity (b_k = p_k) or of counts (b_k = 1)",
+                                 option="--polarity")
+    kernel: str = setting("bilinear", "event voting kernel of the IWE", choices=tuple(KERNELS))
+    sigma: float = setting(1.0, "Gaussian voting kernel's standard deviation", unit="px", minimum=0.1, maximum=10.0,
+                           parameter="kernel_sigma_px")
+    t_ref: str = setting("middle", "window reference time, the estimate's stamp: its first event, the middle of "
+                         "its span, its last event", choices=T_REF_CHOICES, option="--t-ref",
+                         parameter="reference_time")
+    warp: str = setting("exact", "rotation warp: exact (exponential map) or small_angle (a speed option)",
+                        choices=ROTATION_WARPS)
+    optimizer: str = setting("cg", "cg (Fletcher-Reeves, the paper's), bfgs (fewest evaluations) or lbfgs",
+                             choices=tuple(OPTIMIZERS))
+    #: the optimizer's stopping rules and line search (rad/s); the three settings below override theirs
     optimizer_settings: OptimizerSettings = field(default_factory=OptimizerSettings)
-    max_angular_velocity: float = 50.0
-    min_events: int = 100
-    gap_reset_windows: float = 10.0
+    max_iterations: int | None = setting(None, "optimizer iteration cap per window; unset = optimizer_settings' own",
+                                         unit="iterations", minimum=1, maximum=1000, option=None)
+    gradient_tolerance: float | None = setting(None, "the optimizer stops when the gradient norm falls below this; "
+                                               "unset = optimizer_settings' own", minimum=0.0, maximum=1.0, option=None)
+    value_tolerance: float | None = setting(None, "the optimizer stops when the loss changes by less than this, "
+                                            "relatively; unset = optimizer_settings' own", minimum=0.0, maximum=1.0)
+    max_angular_velocity: float = setting(50.0, "an estimate beyond this is withheld (a runaway solve)",
+                                          unit="rad/s", minimum=0.0, option=None, parameter=None)
+    min_events: int = setting(100, "fewer events make a window degenerate", unit="events", minimum=1,
+                              option=None, parameter=None)
+    gap_reset_windows: float = setting(10.0, "reset the warm start after a gap of this many window durations",
+                                       unit="windows", minimum=0.0, maximum=1e6, option=None)
+    #: the losses' parameters (None: ``LossOptions()``)
     loss_options: object = None
-    blur_sigma_px: float | None = None
-    warm_start: str = "previous"
-    recovery: bool = True
-    doubt_ratio: float = 0.5
-    agreement_rad_s: float = 0.2
-    doubt_history: int = 16
-    recovery_sub_window: int = 4
-    max_change_in_window_rad_s: float = 1.0
-    max_change_with_acceleration_rad_s: float = 1.5
-    min_check_events: int = 8000
-    cold_acceleration_refinements: int = 3
-    pixel_binning: int = 1
-    min_motion_px: float = 1.0
-    min_focus_gain: float = 0.01
-    max_motion_share: float = 0.5
+    blur_sigma_px: float | None = setting(None, "Gaussian blur of the IWE before the loss, the paper's epsilon; "
+                                          "0 = none; unset = the loss's (1 px for the spatial losses, 0 otherwise)",
+                                          unit="px", minimum=0.0, option="--blur-sigma", unset=-1.0)
+    warm_start: str = setting("previous", "each window starts from the last estimate (previous, the paper's) or "
+                              "from the line through the last two (extrapolate)", choices=WARM_STARTS)
+    recovery: bool = setting(True, "check every window's optimum and solve doubtful ones again, coarse to fine",
+                             option=None, parameter=None)
+    doubt_ratio: float = setting(0.5, "a window is doubtful below this share of the recent median focus gain",
+                                 minimum=0.0, maximum=1.0, option=None, parameter=None)
+    agreement_rad_s: float = setting(0.2, "a second solve within this confirms the first", unit="rad/s",
+                                     minimum=0.0, option=None, parameter=None)
+    doubt_history: int = setting(16, "accepted windows the recent median focus gain is taken over", unit="windows",
+                                 minimum=1, option=None, parameter=None)
+    recovery_sub_window: int = setting(4, "a doubtful window is first solved on the middle 1/this of its events",
+                                       minimum=1, option=None, parameter=None)
+    max_change_in_window_rad_s: float = setting(1.0, "solve again with an angular acceleration when omega is "
+                                                "predicted to change by more than this within a window; 0 = off",
+                                                unit="rad/s", minimum=0.0, option=None, parameter=None)
+    max_change_with_acceleration_rad_s: float = setting(1.5, "beyond this predicted change the accelerated solve "
+                                                        "uses the span around t_ref only; 0 = the whole window",
+                                                        unit="rad/s", minimum=0.0, option=None, parameter=None)
+    min_check_events: int = setting(8000, "the fewest events of the span the accelerated solve uses",
+                                    unit="events", minimum=1, option=None, parameter=None)
+    cold_acceleration_refinements: int = setting(3, "a cold window's acceleration is refined at most this often",
+                                                 minimum=0, option=None, parameter=None)
+    pixel_binning: int = setting(1, "IWE on bins of this many pixels per side; 0 = auto: 2 on a 1280x720 sensor, "
+                                 "1 below", unit="px", minimum=0, maximum=8)
+    min_motion_px: float = setting(1.0, "withhold an estimate that moves the image by less than this within its "
+                                   "window: it cannot be told from no motion", unit="px of the IWE grid",
+                                   minimum=0.0, maximum=1000.0, option=None)
+    min_focus_gain: float = setting(0.01, "withhold an estimate whose image is sharper than with no motion by less "
+                                    "than this share: a flat focus landscape does not support it",
+                                    minimum=0.0, maximum=10.0, option=None)
+    max_motion_share: float = setting(0.5, "withhold an estimate whose image motion within its window exceeds this "
+                                      "share of the image's smaller side", minimum=0.0, option=None, parameter=None)
+
+    @property
+    def stopping_rules(self) -> OptimizerSettings:
+        """``optimizer_settings`` with the ``max_iterations``, ``gradient_tolerance`` and
+        ``value_tolerance`` that are set."""
+        changes = {name: getattr(self, name) for name in ("max_iterations", "gradient_tolerance", "value_tolerance")
+                   if getattr(self, name) is not None}
+        return replace(self.optimizer_settings, **changes) if changes else self.optimizer_settings
 
 
 def real_time_settings(**changes) -> AngularVelocitySettings:
@@ -297,8 +270,10 @@ class AngularVelocityEstimator:
             raise ValueError(f"loss '{self.loss.name}' works only {' or '.join(modes)} polarity, not {mode}")
         self.blur_sigma_px = (default_blur_sigma_px(self.loss) if settings.blur_sigma_px is None
                               else settings.blur_sigma_px)
+        #: pixels per side of an IWE bin: pixel_binning, or (0) the sensor's coarse grid factor
+        self.binning = int(settings.pixel_binning) or coarse_grid_factor(calibration.width, calibration.height)
         #: the camera as the IWE sees it: the sensor, or its coarse grid (pixel_binning)
-        self.grid_calibration = coarse_grid_calibration(calibration, int(settings.pixel_binning))
+        self.grid_calibration = coarse_grid_calibration(calibration, self.binning)
         self.objective = Objective(self.grid_calibration, self.loss, warp=settings.warp, kernel=settings.kernel,
                                    sigma=settings.sigma, use_polarity=settings.use_polarity,
                                    loss_options=settings.loss_options, blur_sigma_px=self.blur_sigma_px)
@@ -337,7 +312,7 @@ class AngularVelocityEstimator:
         skips the covariance (3 more gradient evaluations: :mod:`focus_ros.estimators.covariance`)
         and leaves it None, for callers that publish no covariance."""
         settings = self.settings
-        events = events_on_coarse_grid(events, int(settings.pixel_binning))
+        events = events_on_coarse_grid(events, self.binning)
         count = len(events)
         t_ref_ns = reference_time_ns(events, settings.t_ref) if count else 0
         start = np.asarray(initial, dtype=np.float64).reshape(3) if initial is not None else (
@@ -480,7 +455,7 @@ class AngularVelocityEstimator:
         # (the previous window's inverse-Hessian estimate is not passed on: at the end of a
         # solve it reflects the gradient noise of bilinear voting more than the curvature, and
         # made BFGS slower, CG no faster; see focus_ros.optimize)
-        result = minimize(cost, start, self.settings.optimizer, self.settings.optimizer_settings)
+        result = minimize(cost, start, self.settings.optimizer, self.settings.stopping_rules)
         omega = np.asarray(result.x, dtype=np.float64)
         final = evaluate(omega, with_gradient=False)
         return _Solution(omega, sign * final.value, score_at_start, result, final, len(evaluated))

@@ -23,9 +23,8 @@ saw; a keyframe beyond ``dsi_max_events`` votes with every k-th event (a compute
 A keyframe whose camera barely moved (pure rotation: no parallax) gets no depth and a
 ``warning`` saying so, instead of noise.
 
-:class:`KeyframeSelector` cuts an event stream into keyframes (by parallax: a fraction of the
-scene depth travelled, or a rotation; or every B metres; at most K events), the same way for
-the ROS node and the command line.
+Where keyframes end, and what happens between them (the fused map, the scene depth fed back),
+is the depth pipeline's (:mod:`focus_ros.pipelines.depth`).
 """
 
 from __future__ import annotations
@@ -44,106 +43,100 @@ from focus_ros.depth.semidense import (adaptive_threshold_mask, back_project, co
                                        median_filter_depth, neighbour_support_mask, relative_contrast)
 from focus_ros.events import Events
 from focus_ros.poses import Trajectory
+from focus_ros.settings import setting
 
 METHODS = ("focus", MAX_VOTE)
+#: the focus loss of the depth estimator's defaults
+DEFAULT_LOSS = "variance"
 #: bound on the focus scores held at once (bytes): the focus stage works on bands of rows
 FOCUS_BAND_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
 class DepthSettings:
-    """How to estimate depth. Defaults follow the paper and EMVS where they give values.
-
-    loss: registry loss for the focus curves; any name of
-        ``focus_ros.depth.focus.PATCH_LOSSES``; ignored by method "max_vote". Default
-        "variance" (the patch's variance of votes): with the selection rules below and the
-        fused map it is the loss that meets issue 25's targets on the simulated slider and
-        6-DoF sequences, and among the cheapest per keyframe (EVALUATION.md, "Depth under
-        6-DoF motion", the focus losses' table; "laplacian_magnitude", the default before,
-        is as accurate on the 6-DoF sequences and less on the slider).
-    use_polarity: votes carry the event polarity ±1 (True) or count 1 (False, default).
-    method: "focus" (the paper: extremal focus of the patch loss) or "max_vote" (EMVS:
-        the voxel with the most votes along the ray).
-    planes: number of depth planes of the DSI (EMVS: 100).
-    z_min_m, z_max_m: depth range of the planes, m; planes uniform in inverse depth. With
-        auto_depth_range (default) the range searched: the first keyframe's planes span it, later
-        keyframes' the depths the previous one saw (:func:`depth_range_from_keyframe`); default
-        0.3–10 m (a DAVIS240C's 200 px focal length sees 0.3 px of parallax per 1 cm of baseline at 10 m).
-    auto_depth_range: the DSI's depth range from the scene (default True), or the fixed
-        [z_min_m, z_max_m] (False).
-    patch_size_px: side of the focus patch, odd px (paper: 3).
-    patch_sigma_px: σ of its Gaussian weights, px (default 1.0, favouring the centre as the
-        paper's patch does; centre weight 1).
-    refine_peak: parabola through the peak and its neighbours (sub-plane depth; default True).
-    threshold_block_px: side of the adaptive threshold's Gaussian window, odd px (EMVS 5).
-    threshold_offset: EMVS's adaptive threshold: a pixel is kept when its relative focus
-        contrast (confidence / the keyframe's median, :func:`~focus_ros.depth.semidense.relative_contrast`)
-        exceeds the Gaussian mean of its neighbourhood by this (default 0);
-    min_confidence_rank: and its confidence ranks at least this high among the observed
-        pixels (0–1; 0.8 = at most the 20 % most confident, a fixed share: the rule before
-        issue 25; default 0 = off);
-    min_contrast: and its relative contrast is at least this (default 1: a typical observed pixel);
-    max_rival_ratio: and no second peak along its ray, more than 3 planes away, reaches this share
-        of its peak's contrast (default 0.5; 1 = off): pixels that only see other edges' rays pass by
-        have several peaks;
-    border_planes: and its peak is not within this many planes of either end of the DSI (default 2;
-        a peak at the border is a depth outside the range, not a depth);
-    support_neighbours, support_radius_px, support_tolerance: radius outlier removal after the
-        median filter: a point needs this many published neighbours within support_radius_px px at
-        a depth within support_tolerance (fraction) of its own (default 5, 2 px, 2 %; 0 = off).
-    map_support_neighbours: the same rule, looser, for the points offered to the fused map
-        (``DepthKeyframe.map_points_world``; default 2): the map keeps only what another keyframe
-        confirms, which removes more of the wrong points than the neighbours do, so it can start
-        from more of the right ones (focus_ros.depth.fusion).
-    The defaults come from accuracy against density per rule on simulated slider and 6-DoF
-    sequences (EVALUATION.md, "Depth: selection rules"; benchmarks/eval_depth_selection.py).
-    median_filter_px: side of the median filter on the kept depths, odd px (EMVS 5–15;
-        default 5; 1 = none).
-    events_per_pose: events sharing one interpolated pose in the DSI (EMVS: 1024).
-    min_parallax_px: below this parallax (f · baseline · (1/z_min − 1/z_max), px) the
-        keyframe is reported as having no parallax and gets no depth (default 1.0 px: with
-        less, the nearest and farthest planes differ by under a pixel, and depth would be noise).
-    min_events: keyframes with fewer events get no depth (default 1000).
-    max_dsi_bytes: memory bound of the DSI (default 256 MiB): on a sensor where ``planes``
-        planes would need more, the estimator uses as many as fit (1280×720: 72 planes, each
-        3.7 MB; 640×480 and smaller: all 100), the parabola through the peak keeping the depth
-        sub-plane. With the focus stage's bands (FOCUS_BAND_BYTES) and the rays of a keyframe's
-        events (28 bytes each) a keyframe stays under 512 MiB (test/test_dsi.py measures it).
-    dsi_max_events: a compute budget: a keyframe with more events votes with every k-th of them
-        (k = ceil(events / dsi_max_events): uniform in time, deterministic), so that the time per
-        keyframe stays bounded whatever the event rate (default 400,000; 0 = every event).
-    loss_options: the losses' LossOptions (None: defaults).
+    """How to estimate depth from one keyframe (:mod:`focus_ros.settings`: one line of help, unit
+    and range per field). Defaults follow the paper and EMVS where they give values; the
+    selection rules' defaults (min_contrast, max_rival_ratio, border_planes, support_*) and the
+    loss come from accuracy against density on simulated slider and 6-DoF sequences
+    (EVALUATION.md, "Depth: selection rules" and "Depth under 6-DoF motion";
+    benchmarks/eval_depth_selection.py): "variance" meets issue 25's targets with the fused map
+    and is among the cheapest per keyframe. A second focus peak along a ray marks a pixel that
+    only sees other edges' rays pass by; a peak at the DSI's border is a depth outside the range.
+    The default range, 0.3-10 m: a DAVIS240C's 200 px focal length sees 0.3 px of parallax per
+    1 cm of baseline at 10 m. ``loss`` "max_vote" is EMVS's baseline (the most votes along the
+    ray): it sets ``method`` to "max_vote" (and ``loss`` to the default, unused by it).
     """
 
-    loss: str = "variance"
-    use_polarity: bool = False
+    loss: str = setting(DEFAULT_LOSS, "focus loss on the DSI patches, or max_vote (EMVS's baseline: the most votes "
+                        f"along the ray); one of: {', '.join(PATCH_LOSSES + (MAX_VOTE,))}")
+    use_polarity: bool = setting(False, "votes carry the event polarity (+-1) instead of 1", option="--polarity")
+    #: "focus" (the paper: extremal focus of the patch loss) or "max_vote" (EMVS: the voxel with the
+    #: most votes along the ray)
     method: str = "focus"
-    planes: int = 100
-    z_min_m: float = 0.3
-    z_max_m: float = 10.0
-    patch_size_px: int = 3
-    patch_sigma_px: float = 1.0
+    planes: int = setting(100, "depth planes of the DSI, uniform in inverse depth (EMVS: 100)", minimum=2,
+                          maximum=1000)
+    z_min_m: float = setting(0.3, "nearest depth plane; with a depth range from the scene (auto_depth_range), the "
+                             "nearest the planes may go",
+                             unit="m", minimum=0.01, maximum=1000.0, option="--z-min")
+    z_max_m: float = setting(10.0, "farthest depth plane; with a depth range from the scene (auto_depth_range), the "
+                             "farthest the planes may go",
+                             unit="m", minimum=0.01, maximum=1000.0, option="--z-max")
+    patch_size_px: int = setting(3, "side of the focus patch, odd (the paper: 3)", unit="px", minimum=1, maximum=31,
+                                 option="--patch-size")
+    patch_sigma_px: float = setting(1.0, "Gaussian sigma of the patch weights (favouring the centre as the paper's "
+                                    "patch does)", unit="px", minimum=0.1, maximum=20.0, option="--patch-sigma")
+    #: a parabola through the focus peak and its neighbours (sub-plane depth)
     refine_peak: bool = True
-    threshold_block_px: int = 5
-    threshold_offset: float = 0.0
-    min_confidence_rank: float = 0.0
-    min_contrast: float = 1.0
-    max_rival_ratio: float = 0.5
-    border_planes: int = 2
-    median_filter_px: int = 5
-    support_radius_px: int = 2
-    support_tolerance: float = 0.02
-    support_neighbours: int = 5
-    map_support_neighbours: int = 2
-    auto_depth_range: bool = True
+    threshold_block_px: int = setting(5, "adaptive threshold window on the focus contrast, odd (EMVS: 5)", unit="px",
+                                      minimum=3, maximum=101, option="--threshold-block")
+    threshold_offset: float = setting(0.0, "a pixel is kept when its relative focus contrast exceeds the mean of its "
+                                      "neighbourhood by this", minimum=0.0, maximum=1.0)
+    min_confidence_rank: float = setting(0.0, "lowest confidence rank kept among the observed pixels (0-1; 0.8: at "
+                                         "most the 20 % most confident, the rule before the adaptive threshold); "
+                                         "0 = off", minimum=0.0, maximum=1.0)
+    min_contrast: float = setting(1.0, "lowest focus contrast kept, relative to the keyframe's median (1 = a typical "
+                                  "observed pixel); 0 = off", minimum=0.0, maximum=1000.0)
+    max_rival_ratio: float = setting(0.5, "highest contrast of a second focus peak along the ray (more than 3 planes "
+                                     "away), as a share of the best; 1 = off", minimum=0.0, maximum=1.0)
+    border_planes: int = setting(2, "depths peaking within this many planes of the DSI's ends are dropped",
+                                 unit="planes", minimum=0, maximum=100)
+    median_filter_px: int = setting(5, "median filter on the kept depths, odd (EMVS: 5-15); 1 = none", unit="px",
+                                    minimum=1, maximum=51, option="--median")
+    support_radius_px: int = setting(2, "radius outlier removal window radius", unit="px", minimum=1, maximum=20,
+                                     option=None)
+    support_tolerance: float = setting(0.02, "radius outlier removal depth tolerance (fraction of the depth)",
+                                       minimum=0.0, maximum=1.0, option=None)
+    support_neighbours: int = setting(5, "radius outlier removal: kept pixels need this many kept neighbours (within "
+                                      "support_radius_px) at a depth within support_tolerance; 0 = off", minimum=0,
+                                      maximum=100)
+    map_support_neighbours: int = setting(2, "the same rule for the points offered to the fused map (looser: the map "
+                                          "keeps only what another keyframe confirms); 0 = off", minimum=0,
+                                          maximum=100)
+    auto_depth_range: bool = setting(True, "the DSI's planes over the depths the previous keyframe saw, with a margin "
+                                     "(true), or over the whole z_min_m-z_max_m for every keyframe (false: "
+                                     "--fixed-depth-range)", option="--fixed-depth-range", negated_option=True)
+    #: events sharing one interpolated pose in the DSI (EMVS: 1024)
     events_per_pose: int = DEFAULT_EVENTS_PER_POSE
-    min_parallax_px: float = 1.0
-    min_events: int = 1000
+    min_parallax_px: float = setting(1.0, "keyframes with less parallax (f x baseline x (1/z_min - 1/z_max)) get no "
+                                     "depth (a camera at rest or rotating only)", unit="px", minimum=0.0,
+                                     maximum=1000.0, option=None)
+    min_events: int = setting(1000, "keyframes with fewer events get no depth", unit="events", minimum=1,
+                              maximum=100_000_000, option=None)
+    #: memory bound of the DSI (bytes): on a sensor where ``planes`` planes would need more, the
+    #: estimator uses as many as fit (1280x720: 72 planes; 640x480 and smaller: all 100), the
+    #: parabola through the peak keeping the depth sub-plane; with the focus stage's bands
+    #: (FOCUS_BAND_BYTES) a keyframe stays under 512 MiB (test/test_dsi.py measures it)
     max_dsi_bytes: int = DEFAULT_MAX_DSI_BYTES
-    dsi_max_events: int = 400_000
+    dsi_max_events: int = setting(400_000, "compute budget: a keyframe with more events votes with every k-th (uniform "
+                                  "in time) so that its time stays bounded; 0 = every event", unit="events",
+                                  minimum=0, maximum=100_000_000)
+    #: the losses' LossOptions (None: defaults)
     loss_options: object = None
 
     def __post_init__(self) -> None:
+        if self.loss == MAX_VOTE:  # the baseline chosen where a loss is: its method, the default (unused) loss
+            object.__setattr__(self, "method", MAX_VOTE)
+            object.__setattr__(self, "loss", DEFAULT_LOSS)
         if self.method not in METHODS:
             raise ValueError(f"unknown depth method {self.method!r}; choose one of {', '.join(METHODS)}")
         if self.method == "focus":
@@ -495,163 +488,6 @@ class DepthEstimator:
             point_confidence=np.empty(0, np.float32), pixels=np.empty((0, 2), np.int32),
             event_count=dsi.event_count, vote_count=dsi.vote_count, parallax_px=dsi.parallax_px(),
             pose_batch_error_px=dsi.pose_batch_error_px)
-
-
-#: keyframes by parallax (the defaults of focus-ros depth and depth_node): a keyframe ends when the
-#: camera has travelled this fraction of the scene depth from where the keyframe began (chosen
-#: from 0.05 and 0.1 on the simulated sequences: twice the keyframes, a denser merged cloud at
-#: the same accuracy once keyframes must agree; EVALUATION.md, "Depth: selection rules") ...
-KEYFRAME_BASELINE_FRACTION = 0.05
-#: ... or turned this far (deg; the reference view's overlap with the current one shrinks), or
-#: after this many events (the DSI's memory and the latency stay bounded, e.g. a camera at rest)
-KEYFRAME_MAX_ROTATION_DEG = 15.0
-KEYFRAME_MAX_EVENTS = 2_000_000
-
-
-class KeyframeSelector:
-    """Cuts an event stream into consecutive keyframes, for the node and the command line.
-
-    every_events: a keyframe holds at most this many events; every_baseline_m: if given, a
-    keyframe ends as soon as the camera has moved this far (m) from its position at the
-    keyframe's first event; max_rotation_rad: if given, also as soon as it has turned this far
-    (rad) from its orientation there (checks every ``baseline_check_events`` events);
-    whichever comes first. Keyframes by parallax set every_baseline_m to a fraction of the
-    scene depth (:meth:`set_scene_depth`). Memory: at most ``every_events`` buffered events.
-
-    :meth:`push` takes the next events (and the trajectory, needed for the motion rules) and
-    returns the completed keyframes' events; :meth:`flush` returns what is left (at least
-    ``min_events``) at the end of a stream.
-    """
-
-    def __init__(self, every_events: int = KEYFRAME_MAX_EVENTS, every_baseline_m: float | None = None,
-                 min_events: int = 1000, baseline_check_events: int = 1000, max_rotation_rad: float | None = None,
-                 baseline_fraction: float | None = None):
-        if every_events < 1:
-            raise ValueError(f"keyframe every_events must be >= 1, got {every_events}")
-        if every_baseline_m is not None and not (math.isfinite(every_baseline_m) and every_baseline_m > 0):
-            raise ValueError(f"keyframe every_baseline_m must be > 0 m, got {every_baseline_m}")
-        if max_rotation_rad is not None and not (math.isfinite(max_rotation_rad) and max_rotation_rad > 0):
-            raise ValueError(f"keyframe max_rotation must be > 0 rad, got {max_rotation_rad}")
-        if baseline_fraction is not None and not (math.isfinite(baseline_fraction) and baseline_fraction > 0):
-            raise ValueError(f"keyframe baseline fraction must be > 0, got {baseline_fraction}")
-        self.every_events = int(every_events)
-        self.every_baseline_m = every_baseline_m
-        self.max_rotation_rad = max_rotation_rad
-        self.baseline_fraction = baseline_fraction
-        self.min_events = int(min_events)
-        self.baseline_check_events = int(baseline_check_events)
-        self._chunks: list[Events] = []
-        self._chunk_starts: list[int] = []
-        self._buffered = 0
-        self._reset_baseline()
-
-    @classmethod
-    def by_parallax(cls, scene_depth_m: float, baseline_fraction: float = KEYFRAME_BASELINE_FRACTION,
-                    max_rotation_deg: float = KEYFRAME_MAX_ROTATION_DEG, max_events: int = KEYFRAME_MAX_EVENTS,
-                    min_events: int = 1000) -> "KeyframeSelector":
-        """Keyframes by parallax: baseline_fraction x the scene depth (m; updated with
-        :meth:`set_scene_depth` as keyframes come), max_rotation_deg, at most max_events."""
-        if not (math.isfinite(scene_depth_m) and scene_depth_m > 0):
-            raise ValueError(f"scene depth must be > 0 m, got {scene_depth_m}")
-        return cls(max_events, baseline_fraction * scene_depth_m, min_events,
-                   max_rotation_rad=math.radians(max_rotation_deg), baseline_fraction=baseline_fraction)
-
-    def set_scene_depth(self, depth_m: float) -> None:
-        """Keyframes by parallax: the baseline becomes baseline_fraction x depth_m (m) from the
-        next check on (e.g. the median depth of the last keyframe); ignored otherwise."""
-        if self.baseline_fraction is not None and math.isfinite(depth_m) and depth_m > 0:
-            self.every_baseline_m = self.baseline_fraction * float(depth_m)
-
-    def _reset_baseline(self) -> None:
-        self._next_sample = 0          # next event index (in the keyframe) to check for baseline
-        self._start_position = None    # camera position at the keyframe's first event (m)
-        self._start_rotation = None    # camera orientation there (world_from_camera 3x3)
-        self._start_uncovered = False  # no pose at the first event: only the event rule applies
-
-    @property
-    def buffered_events(self) -> int:
-        return self._buffered
-
-    @property
-    def uses_motion(self) -> bool:
-        return self.every_baseline_m is not None or self.max_rotation_rad is not None
-
-    def push(self, events: Events, trajectory: Trajectory | None = None) -> list[Events]:
-        """Buffer ``events`` (time order); return the keyframes they complete. Each push
-        costs the new events' motion samples, not the whole buffer (fine for 1-ms messages)."""
-        if self.uses_motion and trajectory is None:
-            raise ValueError("keyframes by baseline or rotation: the selector needs the trajectory")
-        completed = []
-        if len(events):
-            self._chunk_starts.append(self._buffered)
-            self._chunks.append(events)
-            self._buffered += len(events)
-        while self._buffered:
-            end = self._keyframe_end(trajectory)
-            if end is None:
-                break
-            buffered = Events.concatenate(self._chunks)
-            completed.append(buffered[:end])
-            rest = buffered[end:]
-            self._chunks = [rest] if len(rest) else []
-            self._chunk_starts = [0] if len(rest) else []
-            self._buffered = len(rest)
-            self._reset_baseline()
-        return completed
-
-    def flush(self) -> Events | None:
-        """The events left over at the end of a stream (None if fewer than min_events)."""
-        rest = Events.concatenate(self._chunks)
-        self._chunks, self._chunk_starts, self._buffered = [], [], 0
-        self._reset_baseline()
-        return rest if len(rest) >= self.min_events else None
-
-    def _times_at(self, indices: np.ndarray) -> np.ndarray:
-        """Times (ns) of the buffered events at ``indices`` (keyframe order), without joining chunks."""
-        starts = np.asarray(self._chunk_starts)
-        which = np.searchsorted(starts, indices, side="right") - 1
-        times = np.empty(len(indices), np.int64)
-        for chunk in np.unique(which):
-            selected = which == chunk
-            times[selected] = self._chunks[chunk].t[indices[selected] - starts[chunk]]
-        return times
-
-    def _moved(self, rotations: np.ndarray, positions: np.ndarray) -> np.ndarray:
-        """Per sample: has the camera moved or turned beyond the rules since the keyframe began?"""
-        moved = np.zeros(len(positions), bool)
-        if self.every_baseline_m is not None:
-            moved |= np.linalg.norm(positions - self._start_position, axis=1) >= self.every_baseline_m
-        if self.max_rotation_rad is not None:
-            relative = np.einsum("ji,njk->nik", self._start_rotation, rotations)
-            cosine = np.clip((np.trace(relative, axis1=1, axis2=2) - 1.0) / 2.0, -1.0, 1.0)
-            moved |= np.arccos(cosine) >= self.max_rotation_rad
-        return moved
-
-    def _keyframe_end(self, trajectory: Trajectory | None) -> int | None:
-        """Index one past the keyframe's last event, or None when it is not complete yet."""
-        limit = min(self._buffered, self.every_events)
-        if self.uses_motion and trajectory is not None and len(trajectory) \
-                and not self._start_uncovered and self._next_sample < limit:
-            first_pose, last_pose = trajectory.t_range_ns
-            samples = np.arange(self._next_sample, limit, self.baseline_check_events)
-            times = self._times_at(samples)
-            if self._start_position is None:
-                t_first = int(self._times_at(np.array([0]))[0])
-                if not first_pose <= t_first <= last_pose:
-                    if t_first < first_pose:  # poses will not come back in time
-                        self._start_uncovered = True
-                    times = times[:0]
-                else:
-                    rotations, positions = trajectory.interpolate([t_first])
-                    self._start_rotation, self._start_position = rotations[0], positions[0]
-            # samples beyond the last pose wait for more poses (a stream's poses may lag)
-            covered = int(np.searchsorted(times, last_pose, side="right")) if len(times) else 0
-            if covered:
-                moved = self._moved(*trajectory.interpolate(times[:covered]))
-                if moved.any():
-                    return max(int(samples[int(np.argmax(moved))]), 1)
-                self._next_sample = int(samples[covered - 1]) + self.baseline_check_events
-        return self.every_events if self._buffered >= self.every_events else None
 
 
 def depth_method_names() -> tuple[str, ...]:

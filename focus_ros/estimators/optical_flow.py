@@ -70,6 +70,7 @@ from focus_ros.estimators.angular_velocity import default_blur_sigma_px, referen
 from focus_ros.events import NANOSECONDS_PER_SECOND, Events
 from focus_ros.losses import LOSSES, LossOptions, get_loss
 from focus_ros.optimize import OptimizerSettings
+from focus_ros.settings import setting
 from focus_ros.flow.batched_bfgs import minimize_batched
 from focus_ros.flow.neighbours import MIN_AFFINE_FLOWS, borrowing_prior, fill_affine, fill_from_neighbours
 from focus_ros.flow.validity import aperture_ratio, curvature_confidence
@@ -124,103 +125,124 @@ WARM_FILLS = ("affine", "rings")
 
 @dataclass(frozen=True)
 class OpticalFlowSettings:
-    """How to estimate patch flow (units in the names; defaults in brackets; the reasons for the
-    defaults, measured, are in EVALUATION.md, "Flow: defaults from measurement", made by
-    ``benchmarks/eval_flow_defaults.py``).
+    """How to estimate patch flow, declared once (:mod:`focus_ros.settings`): ``focus-ros flow``'s
+    options and optical_flow_node's parameters come from these fields; those without an option or a
+    parameter are the engine's own.
 
-    loss [area_exponential]: registry name (not the timestamp loss; counts-only losses without polarity);
-    use_polarity [False]: b_k = p_k; patch_size_px [15, the paper's] and patch_stride_px [= size]: the grid;
-    margin_px [12]: events within this many px of a patch are warped into it (px); max_motion_margins
-    [1.5]: a window whose warm start predicts more motion than this many margins is cut to its
-    central part (``_trimmed``; 0: never); pixel_binning [0 = ``default_pixel_binning`` of the
-    sensor]: events binned b x b before everything (patch sizes, margins and strides are in
-    binned pixels; flows and patch centres are reported in raw pixels); max_window_events [None = with
-    binning, ``default_window_events`` of the binned image, else all; 0: all]: a window with more
-    events is thinned uniformly and deterministically to this many
-    (``focus_ros.windows.thin_events``), so that a window of a large sensor costs about what a
-    DAVIS240C's costs and the output rate holds; adaptive_margin
-    [True]: with a warm start, each patch gathers only within the margin its previous flow needs —
-    motion from t_ref to the window's far end × margin_growth [1.25] + margin_slack_px [2.0] px,
-    at most margin_px (a flow found beyond a patch's margin is reported out of range);
-    border_px [2]: the patch IWE's border (px); t_ref ["middle"]: "start" | "middle" | "end";
-    blur_sigma_px [None = 1 px for spatial losses, else 0]: IWE blur (px, at most 1);
-    min_events_per_patch [150: the error falls with the events per patch, so fewer valid patches
-    buy accuracy], min_window_events [1000]; borrowing [True]: a second pass solves the patches
-    with at least min_borrowing_events [50] but fewer than min_events_per_patch events, the
-    aperture patches and (smoothing [True]) the valid ones again, each with a prior: the flow its
-    neighbours' predict (``borrowing_prior``, a local affine fit within 2 patches) or, where they
-    are too few (affine_prior [True]), the affine field of the window's flows (``fill_affine``),
-    weighted by prior_weight [0.1: the prior costs this share of the patch's focus score per px²
-    (over the window) of distance] times min_events_per_patch / events (a sparser patch leans
-    more on its neighbours); probe_px [1.0]: displacement (px over the window) of
-    the curvature probe; min_relative_drop [0.02]; min_confidence [0]: a valid patch needs at
-    least this confidence (``curvature_confidence``); min_motion_confidence [0: off]: and at least this
-    confidence times its motion over the window (``motion_confidence``, px): a slower patch is reported
-    IMPRECISE (its relative error would be large); slow_motion_px [0: off]: a valid patch moving less
-    than this over the window is solved again on slow_span_windows [3] times the window's span, the
-    previous windows' events prepended (``_slow_again``); window_motion_px [10; 0: off]: a window reaches
-    back over the previous windows' events until it spans this motion (px) at the last estimate's
-    window_speed_quantile [0.5: the median] of the patches' speeds, at most max_window_extension [3] times its
-    own span (``_extended``), thinned to at most extended_events_factor [0: all] times the events of
-    the window as cut (1: about the window's cost); min_motion_px [7; 0: off]: a valid patch moving
-    less over its window (px) is IMPRECISE, where it is also slower than min_relative_speed [0.7; 0:
-    everywhere] of the window's median patch (``_min_motion_px``); min_aperture_ratio [0.15];
-    warm_start [True]: start from the previous window's flows; warm_fill ["affine": more accurate
-    and fewer iterations than the neighbours' mean]: a patch
-    without one starts from the affine flow field fitted to the others (``fill_affine``) or
-    ("rings") from the nearest ones (``fill_from_neighbours``); gap_reset_windows [10]: forget them
-    after a gap of that many window durations; pyramid_patch_sizes [(45,)]: coarser patch sizes
-    (px, e.g. (60, 30); () for none) solved first, coarse to fine; max_step_px [2.0]: longest optimiser step (px
-    over the window); straggler_share [0.05]: the batched solve stops when no more than this share
-    of the patches still iterate (they keep their best point so far); optimizer_settings: the batched BFGS's
-    stopping rules in px over the window (FLOW_OPTIMIZER_SETTINGS; tighter ones gain nothing measurable);
-    loss_options [None: ``FLOW_LOSS_OPTIONS``, the losses' defaults but for the area's event scale
-    λ0 = 2 events]: the losses' parameters.
+    Patch sizes, strides and margins are in binned pixels (``pixel_binning``), flows and patch
+    centres are reported in raw pixels; "over the window" means between the window's first and last
+    event. The defaults were measured (EVALUATION.md, "Flow: defaults from measurement", made by
+    ``benchmarks/eval_flow_defaults.py``): the error falls with the events per patch, so fewer valid
+    patches buy accuracy (``min_events_per_patch``); the affine warm start is more accurate and needs
+    fewer iterations than the neighbours' mean; windows sized by the motion make a slow scene's error
+    floor of a fraction of a px a smaller share of its flow; tighter optimiser tolerances than
+    ``FLOW_OPTIMIZER_SETTINGS`` gain nothing measurable.
     """
 
-    loss: str = "area_exponential"
-    use_polarity: bool = False
-    patch_size_px: int = 15
-    patch_stride_px: int | None = None
-    margin_px: int = 12
-    adaptive_margin: bool = True
-    margin_growth: float = 1.25
-    margin_slack_px: float = 2.0
-    border_px: int = 2
-    t_ref: str = "middle"
-    blur_sigma_px: float | None = None
-    min_events_per_patch: int = 150
-    borrowing: bool = True
-    min_borrowing_events: int = 50
-    prior_weight: float = 0.1
-    smoothing: bool = True
-    affine_prior: bool = True
-    max_motion_margins: float = 1.5
-    pixel_binning: int = 0
-    max_window_events: int | None = None
-    min_confidence: float = 0.0
-    min_motion_confidence: float = 0.0
-    slow_motion_px: float = 0.0
-    slow_span_windows: float = 3.0
-    window_motion_px: float = 10.0
-    min_motion_px: float = 7.0
-    min_relative_speed: float = 0.7
-    window_speed_quantile: float = 0.5
-    max_window_extension: float = 3.0
-    extended_events_factor: float = 0.0
-    min_window_events: int = 1000
-    probe_px: float = 1.0
-    min_relative_drop: float = 0.02
-    min_aperture_ratio: float = 0.15
-    warm_start: bool = True
-    warm_fill: str = "affine"
-    gap_reset_windows: float = 10.0
-    pyramid_patch_sizes: tuple = (45,)
-    max_step_px: float = 2.0
-    straggler_share: float = 0.05
+    loss: str = setting("area_exponential", "focus loss (focus_ros.losses.LOSSES; not mean_timestamp)")
+    use_polarity: bool = setting(False, "IWE with polarity (b_k = p_k) instead of counts (b_k = 1)",
+                                 option="--polarity")
+    patch_size_px: int = setting(15, "patch side (the paper's 15 px)", unit="px", minimum=2, maximum=1024,
+                                 option="--patch-size", read_only=True)
+    patch_stride_px: int | None = setting(None, "distance between patches; unset = the patch size", unit="px",
+                                          minimum=1, maximum=1024, unset=0, option="--patch-stride", read_only=True)
+    margin_px: int = setting(12, "events within this distance of a patch are warped into it: the largest "
+                             "displacement between an event and the reference time", unit="px", minimum=0,
+                             maximum=256, option="--margin")
+    adaptive_margin: bool = setting(True, "with a warm start each patch gathers only within the margin its previous "
+                                    "flow needs (a flow found beyond it is solved again with margin_px)",
+                                    option=None, parameter=None)
+    margin_growth: float = setting(1.25, "that margin: the motion from t_ref to the window's far end times this, "
+                                   "plus margin_slack_px, at most margin_px", minimum=1.0, option=None, parameter=None)
+    margin_slack_px: float = setting(2.0, "the adaptive margin's slack", unit="px", minimum=0.0, option=None,
+                                     parameter=None)
+    border_px: int = setting(2, "border of a patch's IWE", unit="px", minimum=0, option=None, parameter=None)
+    t_ref: str = setting("middle", "window reference time", choices=T_REF_CHOICES, option="--t-ref",
+                         parameter="reference_time")
+    blur_sigma_px: float | None = setting(None, "IWE blur; unset = the loss's default (1 px for spatial losses, "
+                                          "else 0)", unit="px", minimum=0.0, maximum=1.0, unset=-1.0,
+                                          option="--blur-sigma")
+    min_events_per_patch: int = setting(150, "fewer events make a patch invalid", unit="events", minimum=1,
+                                        maximum=1_000_000, option="--min-patch-events")
+    borrowing: bool = setting(True, "a second pass solves the patches with few events and the aperture patches with "
+                              "their neighbours' flow as a prior (off: they stay invalid)", option="--no-borrowing",
+                              negated_option=True)
+    min_borrowing_events: int = setting(50, "fewer events: no flow even with the prior", unit="events", minimum=1,
+                                        maximum=1_000_000)
+    prior_weight: float = setting(0.1, "the prior's cost: this share of the patch's focus score per px² (over the "
+                                  "window) of distance, times min_events_per_patch / its events", minimum=0.0,
+                                  option=None, parameter=None)
+    smoothing: bool = setting(True, "the second pass also refines the valid patches with the prior",
+                              option="--no-smoothing", negated_option=True)
+    affine_prior: bool = setting(True, "where a patch's neighbours are too few for a prior, the affine field of the "
+                                 "window's flows is its prior", option=None, parameter=None)
+    max_motion_margins: float = setting(1.5, "a window whose warm start predicts more motion than this many margins "
+                                        "is cut to its central part; 0 = never", minimum=0.0, option=None,
+                                        parameter=None)
+    pixel_binning: int = setting(0, "events binned b x b before the flow (patch sizes in binned px); 0 = from the "
+                                 "sensor (1 up to 479 px wide, 2 up to 959, 4 up to 1919, and so on)", minimum=0,
+                                 maximum=16, read_only=True)
+    max_window_events: int | None = setting(None, "windows with more events are thinned to this many (uniform, "
+                                            "deterministic); 0 = never; unset = with pixel binning the default "
+                                            "window of the binned image, else never", unit="events", minimum=0,
+                                            maximum=100_000_000, unset=-1)
+    min_confidence: float = setting(0.0, "a valid patch needs at least this confidence (the focus's curvature at "
+                                    "its maximum; flow.csv has each patch's)", minimum=0.0, maximum=10.0)
+    min_motion_confidence: float = setting(0.0, "a valid patch needs at least this confidence times its motion over "
+                                           "the window (px): slower ones, measured too coarsely, are imprecise",
+                                           minimum=0.0, maximum=100.0)
+    slow_motion_px: float = setting(0.0, "valid patches moving less than this over the window are solved again on "
+                                    "slow_span_windows windows' span (previous events prepended); 0 = never",
+                                    unit="px", minimum=0.0, maximum=100.0)
+    slow_span_windows: float = setting(3.0, "the span of that second solve", unit="windows", minimum=1.0,
+                                       option=None, parameter=None)
+    window_motion_px: float = setting(10.0, "windows sized by the motion: a window reaches back over the previous "
+                                      "windows' events until it spans this motion at the last estimate's median "
+                                      "patch speed; 0 = the windows as cut", unit="px", minimum=0.0, maximum=1000.0)
+    min_motion_px: float = setting(7.0, "a valid patch moving less than this over its window, and slower than "
+                                   "min_relative_speed of the median patch, is imprecise (too slow for its "
+                                   "precision)", unit="px", minimum=0.0, maximum=1000.0)
+    min_relative_speed: float = setting(0.7, "share of the window's median patch speed under which a patch below "
+                                        "min_motion_px is imprecise; 0 = everywhere", minimum=0.0, maximum=1.0)
+    window_speed_quantile: float = setting(0.5, "quantile of the patches' speeds that sizes the next window (0.5: "
+                                           "the median, the typical patch)", minimum=0.0, maximum=1.0, option=None,
+                                           parameter=None)
+    max_window_extension: float = setting(3.0, "the longest window sized by the motion, in windows as cut",
+                                          unit="windows", minimum=1.0, maximum=100.0)
+    extended_events_factor: float = setting(0.0, "a window sized by the motion is thinned to at most this many times "
+                                            "the events of the window as cut (1: about its cost); 0 = all",
+                                            minimum=0.0, maximum=100.0)
+    min_window_events: int = setting(1000, "a window with fewer events gives no flow", unit="events", minimum=1,
+                                     option=None, parameter=None)
+    probe_px: float = setting(1.0, "displacement (over the window) of the curvature probe; positive", unit="px",
+                              option=None, parameter=None)
+    min_relative_drop: float = setting(0.02, "a patch whose focus drops by less than this share of its value at "
+                                       "probe_px is flat (invalid); positive", option=None, parameter=None)
+    min_aperture_ratio: float = setting(0.15, "structure-tensor eigenvalue ratio below which a patch is an aperture "
+                                        "case (normal flow only)", minimum=0.0, maximum=0.99)
+    warm_start: bool = setting(True, "start from the previous window's flows", option=None, parameter=None)
+    warm_fill: str = setting("affine", "a patch without a previous flow starts from the affine field fitted to the "
+                             "others, or (rings) from the nearest ones", choices=WARM_FILLS, option=None,
+                             parameter=None)
+    gap_reset_windows: float = setting(10.0, "the warm start is forgotten after a gap this long; positive",
+                                       unit="windows", option=None, parameter=None)
+    pyramid_patch_sizes: tuple[int, ...] = setting((45,), "coarser patch sizes (decreasing) solved first where a "
+                                                   "patch has no warm start; sizes <= 0 are ignored ([0] = none)",
+                                                   unit="px", option=None)
+    max_step_px: float = setting(2.0, "longest optimiser step (over the window)", unit="px", option=None,
+                                 parameter=None)
+    straggler_share: float = setting(0.05, "the batched solve stops when no more than this share of the patches "
+                                     "still iterate (they keep their best point so far)", minimum=0.0, maximum=1.0,
+                                     option=None, parameter=None)
+    #: the batched BFGS's stopping rules in px over the window
     optimizer_settings: OptimizerSettings = field(default_factory=lambda: FLOW_OPTIMIZER_SETTINGS)
+    #: the losses' parameters; None = ``FLOW_LOSS_OPTIONS`` (the area's event scale λ0 = 2 events)
     loss_options: object = None
 
+    def __post_init__(self):
+        # a ROS integer array cannot be empty: [0] (any size <= 0) stands for no pyramid
+        object.__setattr__(self, "pyramid_patch_sizes",
+                           tuple(int(size) for size in self.pyramid_patch_sizes if int(size) > 0))
 
 @dataclass
 class FlowEstimate:

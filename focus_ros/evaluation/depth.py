@@ -75,6 +75,12 @@ def keyframe_windows(event_t_ns: np.ndarray, truth_t_ns: np.ndarray, count: int,
                      positions_at=None) -> list[KeyframeWindow]:
     """``count`` keyframes evenly spread over the sequence (see the module docstring).
 
+    Not the keyframes the depth pipeline cuts (:class:`focus_ros.pipelines.depth.KeyframeSelector`:
+    consecutive keyframes ending by parallax, their reference time the middle of their events):
+    an evaluation needs a reference view exactly at a ground-truth map's time (maps are never
+    interpolated in time), the same few views for every loss and polarity mode, and the events
+    around each view, which a stream cut into consecutive keyframes gives none of.
+
     event_t_ns: the events' times (sorted, ns); truth_t_ns: the ground-truth map times (ns).
     Reference times are ground-truth times inside the events' span, at least half a keyframe
     from either end where the sequence allows; duplicates are dropped. With ``baseline_m``

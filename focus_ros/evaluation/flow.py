@@ -319,24 +319,26 @@ class FlowRun:
 
 def run_flow_evaluation(recording, ground_truth, windows: np.ndarray, settings, progress=None) -> FlowRun:
     """Estimate patch flow with ``settings`` (``OpticalFlowSettings``) on every window
-    ([start, end) event indices, consecutive: warm start) and compare with the ground truth:
+    ([start, end) event indices, consecutive: warm start; estimated by the flow's pipeline,
+    ``focus_ros.pipelines.optical_flow``, as ``focus-ros flow`` does) and compare with the ground truth:
     ω at each t_ref (``focus_ros.evaluation.ground_truth.GroundTruth``) and, when the recording
     has poses and depth maps (the simulator's six_dof), the camera's translation and the depth
     (``camera_motion``)."""
     import time
 
-    from focus_ros.estimators.optical_flow import OpticalFlowEstimator
     from focus_ros.events import NANOSECONDS_PER_SECOND, Events
+    from focus_ros.pipelines.optical_flow import OpticalFlowPipeline
 
     calibration = recording.calibration
-    estimator = OpticalFlowEstimator(calibration.width, calibration.height, settings)
+    pipeline = OpticalFlowPipeline(calibration.width, calibration.height, settings)
+    estimator = pipeline.estimator
     events = recording.events
     with_depth = has_translation_ground_truth(recording)
     per_window, t_ref, elapsed = [], [], []
     for start, end in windows:
         window = Events(events.x[start:end], events.y[start:end], events.t[start:end], events.p[start:end])
         began = time.process_time()
-        estimate = estimator.estimate(window)
+        estimate = pipeline.estimate(window)
         elapsed.append((time.process_time() - began) * 1e3)
         omega = ground_truth.at([estimate.t_ref_ns])[0]
         velocity, depth = (camera_motion(recording, estimate.t_ref_ns) if with_depth else (None, None))

@@ -23,6 +23,9 @@ Events come in through :class:`~focus_ros.ros.event_input.EventInput` (subscript
 decoding, stream guard, calibration from camera_info or parameters, input diagnostics),
 shared with the other nodes.
 
+Windows and what each estimate feeds back into them are the pipeline's
+(:class:`~focus_ros.pipelines.angular_velocity.AngularVelocityPipeline`, shared with
+``focus-ros estimate``); the parameters are declared once, in :data:`SETTINGS_CLASSES`.
 Windows (``window_events: 0``, the default): :class:`~focus_ros.windows.AdaptiveWindows`, the
 rule of :class:`~focus_ros.windows.WindowRule` (the camera turns ``window_rotation_deg`` within
 a window at the last estimate's speed; enough events per IWE pixel at the measured rate; at
@@ -55,10 +58,8 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
-from dataclasses import replace
+from dataclasses import dataclass
 
-import numpy as np
 import rclpy
 import rclpy.executors
 from geometry_msgs.msg import TwistStamped, TwistWithCovarianceStamped
@@ -66,114 +67,63 @@ from rcl_interfaces.msg import SetParametersResult
 from sensor_msgs.msg import Image, Imu
 
 from focus_ros.camera import Calibration
-from focus_ros.estimators.angular_velocity import (ROTATION_WARPS, T_REF_CHOICES, WARM_STARTS, WITHHELD_REASONS,
-                                                   AngularVelocityEstimator, AngularVelocitySettings,
-                                                   degeneracy_of, planning_speed_rad_s, real_time_settings)
+from focus_ros.estimators.angular_velocity import WITHHELD_REASONS, AngularVelocitySettings
+from focus_ros.pipelines.angular_velocity import (AngularVelocityPipeline, PipelineCounts, WindowSettings,
+                                                  check_settings, real_time_defaults)
 from focus_ros.runtime import EstimatorRunner, Job, PictureRate
-from focus_ros.iwe import KERNELS, coarse_grid_factor
-from focus_ros.losses import LOSSES, get_loss
-from focus_ros.optimize import OPTIMIZERS
 from focus_ros.ros import messages
 from focus_ros.ros.entry_point import run_node
-from focus_ros.ros.estimating_node import RUNNER_PARAMETERS, EstimatingNode
+from focus_ros.ros.estimating_node import EstimatingNode
 from focus_ros.ros.event_input import Backlog, EventBatch, EventInput
-from focus_ros.ros.parameters import descriptor
+from focus_ros.ros.parameters import declare_settings, settings_from_parameters
+from focus_ros.settings import declared, setting
 from focus_ros.visualization import iwe_to_rgb, saturation_scale
-from focus_ros.windows import AdaptiveWindows, CountWindowCutter, CutWindow, DurationWindowCutter, WindowRule
+from focus_ros.windows import WindowRule
 
-#: auto windows: their length is logged when it has changed twofold, at most once in this many seconds
-WINDOW_LOG_PERIOD_S = 10.0
+@dataclass(frozen=True)
+class AngularVelocityNodeSettings:
+    """The node's own parameters: its queue policy and its outputs."""
 
-#: the estimator's defaults for live use (BFGS, stopped at a relative change of 1e-5, extrapolated warm start)
-REAL_TIME = real_time_settings()
+    queue_policy: str = setting("newest", "when windows complete faster than they are processed: newest (skip to the "
+                                "newest window, live use) or all (process every window in order, for bag "
+                                "evaluation)", choices=("newest", "all"))
+    max_pending_windows: int = setting(100, "queue_policy all, and the windows of events held before the node could "
+                                       "use them: bound on queued windows; beyond it the oldest are dropped",
+                                       unit="windows", minimum=1, maximum=100000)
+    image_rate_hz: float = setting(5.0, "IWE images per second at most (only while subscribed); 0 = never",
+                                   unit="Hz", minimum=0.0, maximum=1000.0)
+    frame_id: str = setting("", "output frame; empty = the frame of the events")
 
 
-#: name -> (default, description, options); options: integer_range / float_range / read_only.
-#: The event input's parameters (message type, QoS, camera_info, calibration.*, buffers) are
-#: declared by :class:`~focus_ros.ros.event_input.EventInput`.
-PARAMETERS = {
-    "window_events": (0, "events per window; 0 = auto: windows that fit the sensor and the motion "
-                      "(window_rotation_deg, output_period_s, max_window_events)", {"integer_range": (0, 10_000_000)}),
-    "window_stride_events": (0, "events between consecutive window starts; 0 = window_events (no overlap)",
-                             {"integer_range": (0, 10_000_000)}),
-    "window_duration_s": (0.0, "> 0: fixed-duration windows of this length (s) instead of event counts",
-                          {"float_range": (0.0, 10.0), "read_only": True}),
-    "window_rotation_deg": (WindowRule.rotation_deg, "auto windows: the camera's rotation within a window at the "
-                            "last estimate's speed (deg); an image motion of about f times it",
-                            {"float_range": (0.1, 90.0)}),
-    "output_period_s": (WindowRule.output_period_s, "auto windows: at most this long between estimates (s)",
-                        {"float_range": (0.001, 1.0)}),
-    "max_window_duration_s": (WindowRule.max_duration_s, "auto windows: the longest window (s), also while the "
-                              "camera stands still", {"float_range": (0.001, 10.0)}),
-    "max_window_events": (0, "auto windows: thin each window to at most this many events (uniformly, in time "
-                          "order); 0 = the compute budget: what the estimator takes in 0.6 of the time between windows",
-                          {"integer_range": (0, 10_000_000)}),
-    "pixel_binning": (0, "IWE on a grid of bins of this many pixels per side; 0 = auto (2 on a 1280x720 sensor, "
-                      "1 below)", {"integer_range": (0, 8)}),
-    "min_motion_px": (1.0, "withhold an estimate that moves the image by less than this (px of the IWE grid) "
-                      "within its window: it cannot be told from no motion", {"float_range": (0.0, 1000.0)}),
-    "min_focus_gain": (0.01, "withhold an estimate whose image is sharper than with no motion by less than this share "
-                       "(a flat focus landscape does not support it)", {"float_range": (0.0, 10.0)}),
-    "gap_reset_windows": (10.0, "reset the warm start after a gap of this many window durations",
-                          {"float_range": (0.0, 1e6)}),
-    "queue_policy": ("newest", "when windows complete faster than they are processed: newest (skip to the "
-                     "newest window, live use) or all (process every window in order, for bag evaluation)", {}),
-    "max_pending_windows": (100, "queue_policy all, and the windows of events held before the node could use "
-                            "them: bound on queued windows; beyond it the oldest are dropped",
-                            {"integer_range": (1, 100000)}),
-    "loss": ("variance", "focus loss (see focus_ros.losses.LOSSES)", {}),
-    "use_polarity": (False, "image of warped events with polarity (b_k = p_k) or counts (b_k = 1)", {}),
-    "kernel": ("bilinear", "event voting kernel: bilinear or gaussian", {}),
-    "kernel_sigma_px": (1.0, "Gaussian kernel standard deviation (px)", {"float_range": (0.1, 10.0)}),
-    "blur_sigma_px": (-1.0, "Gaussian blur of the IWE before the loss (px), the paper's epsilon; 0 = none; "
-                      "-1 = the loss's default (1 px for spatial losses, 0 otherwise)", {"float_range": (-1.0, 5.0)}),
-    "reference_time": ("middle", "window reference time: start, middle or end", {}),
-    "warp": ("exact", "rotation warp: exact (exponential map) or small_angle", {}),
-    "optimizer": (REAL_TIME.optimizer, "bfgs (default, fastest) or cg (non-linear conjugate gradient, the "
-                  "paper's) or lbfgs", {}),
-    "max_iterations": (REAL_TIME.optimizer_settings.max_iterations, "optimizer iteration cap per window",
-                       {"integer_range": (1, 1000)}),
-    "gradient_tolerance": (REAL_TIME.optimizer_settings.gradient_tolerance,
-                           "optimizer stops when the gradient norm falls below this", {"float_range": (0.0, 1.0)}),
-    "value_tolerance": (REAL_TIME.optimizer_settings.value_tolerance,
-                        "optimizer stops when the relative change of the loss falls below this",
-                        {"float_range": (0.0, 1.0)}),
-    "warm_start": (REAL_TIME.warm_start, "extrapolate (from the last two estimates) or previous (the last "
-                   "estimate, the paper's)", {}),
-    **RUNNER_PARAMETERS,
-    "image_rate_hz": (5.0, "IWE images per second at most (only while subscribed); 0 = never",
-                      {"float_range": (0.0, 1000.0)}),
-    "frame_id": ("", "output frame; empty = the frame of the events", {}),
-}
-
-ESTIMATOR_PARAMETERS = ("loss", "use_polarity", "kernel", "kernel_sigma_px", "blur_sigma_px", "reference_time",
-                        "warp", "optimizer", "max_iterations", "gradient_tolerance", "value_tolerance",
-                        "warm_start", "pixel_binning", "min_motion_px", "min_focus_gain")
-WINDOW_PARAMETERS = ("window_events", "window_stride_events", "window_rotation_deg", "output_period_s",
-                     "max_window_duration_s", "max_window_events")
+#: the settings whose parameters the node declares (a class, or an instance whose values are the
+#: parameters' defaults), beyond the event input's
+#: (:class:`~focus_ros.ros.event_input.EventInputSettings`) and the runner's
+#: (:class:`~focus_ros.ros.estimating_node.RunnerSettings`); the estimator's at the defaults for live
+#: use (BFGS, stopped at a relative change of 1e-5, extrapolated warm start, IWE binning auto)
+#: the estimator's settings at the node's defaults (its parameters default to them)
+LIVE_SETTINGS = real_time_defaults()
+SETTINGS_CLASSES = (LIVE_SETTINGS, WindowSettings, WindowRule, AngularVelocityNodeSettings)
+#: the parameters the node declares itself (the names of SETTINGS_CLASSES' settings)
+PARAMETERS = tuple(item.parameter for cls in SETTINGS_CLASSES for item in declared(cls) if item.parameter)
+#: the parameters whose change rebuilds the windows and reconfigures the estimator
+ESTIMATOR_PARAMETERS = tuple(item.parameter for item in declared(AngularVelocitySettings) if item.parameter)
+PIPELINE_PARAMETERS = ESTIMATOR_PARAMETERS + tuple(item.parameter for cls in (WindowSettings, WindowRule)
+                                                   for item in declared(cls) if item.parameter)
 
 
 class AngularVelocityNode(EstimatingNode):
-    """Thin ROS wrapper around :class:`AngularVelocityEstimator` (see the module docstring)."""
+    """Thin ROS wrapper around :class:`AngularVelocityPipeline` (see the module docstring)."""
 
     def __init__(self, **kwargs):
         super().__init__("angular_velocity_node", **kwargs)
-        for name, (default, description, options) in PARAMETERS.items():
-            self.declare_parameter(name, default, descriptor(description, **options))
-        reasons = self._check_choices({name: self.get_parameter(name).value for name in PARAMETERS})
-        if reasons:
-            raise ValueError("; ".join(reasons))
+        for cls in SETTINGS_CLASSES:
+            declare_settings(self, cls)
+        estimator_settings = self._settings()[0]  # ValueError (one line) for unusable values
 
         self._lock = threading.Lock()
         self._calibration: Calibration | None = None
-        self._windows = None               # CountWindowCutter or DurationWindowCutter, once configured
+        self._pipeline: AngularVelocityPipeline | None = None  # once the calibration is known
         self._settings_changed = False
-        self._stats = dict(windows_processed=0, degenerate_windows=0, windows_recovered=0, windows_accelerated=0,
-                           last_iterations=0, last_focus_gain=float("nan"))
-        self._withheld: dict[str, int] = {}  # withheld estimates by reason (WITHHELD_REASONS)
-        self._kept_shares: list[float] = []  # auto windows: share of each window's events kept, since the last report
-        self._said_duration_ns = 0           # auto windows: the duration last logged, and when (monotonic s)
-        self._said_s = float("-inf")
 
         self._twist_publisher = self.create_publisher(TwistStamped, "angular_velocity", 10)
         self._imu_publisher = self.create_publisher(Imu, "imu", 10)
@@ -185,7 +135,7 @@ class AngularVelocityNode(EstimatingNode):
         # the estimator (process or inline) starts now with a stand-in calibration, so that its
         # compiled code is loaded before data flows; windows wait for the real configuration
         self._runner = EstimatorRunner(
-            "angular_velocity", Calibration.davis240c(), self._estimator_settings(),
+            "angular_velocity", Calibration.davis240c(), estimator_settings,
             on_result=self._publish, **self.runner_options(),
             logger=self.get_logger(), warn_once=lambda key, text: self._input.warn_once(key, text), unit="window",
             max_pending=lambda: 1 if self._live() else self.get_parameter("max_pending_windows").value,
@@ -210,76 +160,27 @@ class AngularVelocityNode(EstimatingNode):
             f"'{self._input.camera_info_topic}'; publishing rad/s on '{self.resolve_topic_name('angular_velocity')}'")
 
     # ----------------------------------------------------------------- parameters
-    def _check_choices(self, values: dict) -> list[str]:
-        """Reasons why the parameter values are unusable (empty when fine)."""
-        reasons = []
-        choices = {"queue_policy": ("newest", "all"),
-                   "loss": tuple(LOSSES), "kernel": tuple(KERNELS), "reference_time": T_REF_CHOICES,
-                   "warp": ROTATION_WARPS, "optimizer": tuple(OPTIMIZERS), "warm_start": WARM_STARTS}
-        for name, allowed in choices.items():
-            if name in values and values[name] not in allowed:
-                reasons.append(f"{name} '{values[name]}' is not one of: {', '.join(allowed)}")
-        return reasons
+    def _settings(self, overrides: dict | None = None) -> tuple:
+        """(estimator, window, rule, node) settings from the parameters (``overrides``: values about
+        to be set, by parameter name); ValueError naming an unusable value."""
+        return (settings_from_parameters(self, AngularVelocitySettings, LIVE_SETTINGS, overrides=overrides),
+                settings_from_parameters(self, WindowSettings, overrides=overrides),
+                settings_from_parameters(self, WindowRule, overrides=overrides),
+                settings_from_parameters(self, AngularVelocityNodeSettings, overrides=overrides))
 
     def _on_set_parameters(self, parameters) -> SetParametersResult:
         values = {p.name: p.value for p in parameters}
-        reasons = self._check_choices(values)
-        if not reasons and any(name in values for name in ESTIMATOR_PARAMETERS):
-            try:  # the combination, e.g. a loss that does not work with polarity
-                AngularVelocityEstimator(self._calibration or Calibration.davis240c(),
-                                         self._estimator_settings(values))
-            except ValueError as error:
-                reasons.append(str(error))
-        if reasons:
-            return SetParametersResult(successful=False, reason="; ".join(reasons))
-        if any(name in values for name in ESTIMATOR_PARAMETERS + WINDOW_PARAMETERS):
+        try:
+            estimator_settings = self._settings(values)[0]
+            if any(name in values for name in ESTIMATOR_PARAMETERS):
+                # the combination, e.g. a loss that does not work with polarity
+                check_settings(self._calibration or Calibration.davis240c(), estimator_settings)
+        except ValueError as error:
+            return SetParametersResult(successful=False, reason=str(error))
+        if any(name in values for name in PIPELINE_PARAMETERS):
             with self._lock:
                 self._settings_changed = True
         return SetParametersResult(successful=True)
-
-    def _estimator_settings(self, overrides: dict | None = None) -> AngularVelocitySettings:
-        """The estimator settings from the parameters (``overrides``: values about to be set)."""
-        overrides = overrides or {}
-        value = lambda name: overrides.get(name, self.get_parameter(name).value)  # noqa: E731
-        return replace(REAL_TIME, loss=value("loss"), use_polarity=value("use_polarity"), kernel=value("kernel"),
-                       sigma=value("kernel_sigma_px"), t_ref=value("reference_time"), warp=value("warp"),
-                       blur_sigma_px=None if value("blur_sigma_px") < 0 else value("blur_sigma_px"),
-                       optimizer=value("optimizer"), gap_reset_windows=value("gap_reset_windows"),
-                       warm_start=value("warm_start"), min_motion_px=value("min_motion_px"),
-                       min_focus_gain=value("min_focus_gain"),
-                       pixel_binning=self._pixel_binning(value("pixel_binning")),
-                       optimizer_settings=replace(REAL_TIME.optimizer_settings,
-                                                  max_iterations=value("max_iterations"),
-                                                  gradient_tolerance=value("gradient_tolerance"),
-                                                  value_tolerance=value("value_tolerance")))
-
-    def _pixel_binning(self, parameter: int) -> int:
-        """The IWE's bin size: the parameter, or (0) the calibration's coarse grid factor."""
-        if parameter > 0:
-            return int(parameter)
-        calibration = self._calibration
-        return coarse_grid_factor(calibration.width, calibration.height) if calibration is not None else 1
-
-    def _window_mode(self) -> str:
-        """auto (the default), or the explicit events / duration windows."""
-        if self.get_parameter("window_duration_s").value > 0:
-            return "duration"
-        return "events" if self.get_parameter("window_events").value > 0 else "auto"
-
-    def _make_windows(self):
-        """The window cutter the parameters ask for (lock held, calibration known)."""
-        mode = self._window_mode()
-        if mode == "duration":
-            return DurationWindowCutter(int(round(self.get_parameter("window_duration_s").value * 1e9)))
-        window_events = self.get_parameter("window_events").value
-        if mode == "events":
-            return CountWindowCutter(window_events, self.get_parameter("window_stride_events").value or window_events)
-        rule = replace(WindowRule(), rotation_deg=self.get_parameter("window_rotation_deg").value,
-                       output_period_s=self.get_parameter("output_period_s").value,
-                       max_duration_s=self.get_parameter("max_window_duration_s").value)
-        binning = self._pixel_binning(self.get_parameter("pixel_binning").value)
-        pixels = -(-self._calibration.width // binning) * -(-self._calibration.height // binning)
-        return AdaptiveWindows(rule, pixels, self.get_parameter("max_window_events").value, live=True)
 
     def _live(self) -> bool:
         """The live queue policy is in force (``queue_policy: newest``: the newest window, the skipped
@@ -300,7 +201,8 @@ class AngularVelocityNode(EstimatingNode):
             previous, self._calibration = self._calibration, calibration
             if (previous is not None and (previous.width, previous.height) == (calibration.width, calibration.height)
                     and not self._settings_changed):
-                self._runner.configure(calibration, self._estimator_settings())
+                self._pipeline.recalibrate(calibration)
+                self._runner.configure(calibration, self._pipeline.settings)
                 return
             self._apply_settings()
 
@@ -312,11 +214,10 @@ class AngularVelocityNode(EstimatingNode):
             if self._settings_changed:
                 self._apply_settings()
             if batch.restart:
-                self._windows.reset()
+                self._pipeline.reset()
                 self._runner.reset()
-            for window in self._windows.push(batch.events):
-                events = window.events if isinstance(window, CutWindow) else window
-                self._backlog.push(Job(events, extra=self._covariance_wanted(), context=window,
+            for window in self._pipeline.feed(batch.events):
+                self._backlog.push(Job(window.events, extra=self._covariance_wanted(), context=window,
                                        received_s=batch.received_s), held=batch.held)
 
     def _covariance_wanted(self) -> bool:
@@ -327,70 +228,47 @@ class AngularVelocityNode(EstimatingNode):
     def _apply_settings(self) -> None:
         """New parameters or calibration: new windows now, the estimator before the next window (lock held)."""
         self._settings_changed = False
-        self._windows = self._make_windows()
-        settings = self._estimator_settings()
+        estimator_settings, window_settings, rule, _ = self._settings()
+        if self._pipeline is None:
+            self._pipeline = AngularVelocityPipeline(self._calibration, estimator_settings, window_settings, rule,
+                                                     live=True)
+        else:
+            self._pipeline.configure(self._calibration, estimator_settings, window_settings, rule)
+        settings = self._pipeline.settings
         self._runner.clear_pending()
         self._runner.configure(self._calibration, settings)
-        reason = degeneracy_of(get_loss(settings.loss), settings.use_polarity)
+        reason = self._pipeline.degeneracy()
         if reason:
             self.get_logger().error(f"loss '{settings.loss}': {reason}")
         self.get_logger().info(f"estimating with loss '{settings.loss}', polarity {settings.use_polarity}, "
-                               f"windows of {self._window_description()}")
+                               f"windows of {self._pipeline.description()}")
 
     # ----------------------------------------------------------------- results
-    def _update_gap_limit(self, window) -> None:
-        """A gap longer than gap_reset_windows window durations restarts the windows too,
-        so that no window mixes events from both sides of it."""
-        windows = self.get_parameter("gap_reset_windows").value
-        duration_s = ((window.end_ns - window.start_ns) * 1e-9 if isinstance(window, CutWindow)
-                      else window.duration_s if len(window) > 1 else 0.0)
-        if windows > 0 and duration_s > 0:
-            self._input.set_gap_s(max(windows * duration_s, 1e-3))
-
-    def _window_description(self) -> str:
-        duration = self.get_parameter("window_duration_s").value
-        if duration > 0:
-            return f"{duration} s"
-        if isinstance(self._windows, AdaptiveWindows):
-            windows = self._windows
-            return (f"{windows.duration_ns * 1e-6:.1f} ms every {windows.stride_ns * 1e-6:.1f} ms for now (auto: "
-                    f"{windows.rule.rotation_deg:g} deg of rotation at the last estimate's speed, at least "
-                    f"{windows.rule.events_per_pixel:g} events per IWE pixel, at most "
-                    f"{windows.rule.max_duration_s:g} s), thinned to at most {windows.max_events} events "
-                    f"({'the compute budget' if windows.budget is not None else 'max_window_events'}), IWE bins of "
-                    f"{self._pixel_binning(self.get_parameter('pixel_binning').value)} px")
-        return (f"{self.get_parameter('window_events').value} events, stride "
-                f"{self.get_parameter('window_stride_events').value or self.get_parameter('window_events').value}")
-
     def _publish(self, job: Job, result) -> None:
-        """One window's estimate (the runner's thread)."""
-        self._update_gap_limit(job.context)
+        """One window's estimate (the runner's thread): fed back to the pipeline, then published or
+        counted as withheld."""
         estimate = result.estimate
-        frame_id = self.get_parameter("frame_id").value or self._input.frame_id
-        stamp = messages.time_from_ns(estimate.t_ref_ns)
-        with self._lock:  # re-solved as doubtful optima / with an angular acceleration (estimator checks)
-            self._stats["windows_recovered"] += int(estimate.recovered)
-            self._stats["windows_accelerated"] += int(estimate.angular_acceleration is not None)
-            self._plan_windows(job.context, estimate, result.estimator_s)
-        if estimate.degenerate:
-            reason = estimate.withheld or "degenerate"
-            with self._lock:
-                self._stats["degenerate_windows"] += 1
-                self._withheld[reason] = self._withheld.get(reason, 0) + 1
+        with self._lock:
+            outcome = self._pipeline.take(job.context, estimate, result.estimator_s)
+            if outcome.windows_changed:
+                self.get_logger().info(f"windows of {self._pipeline.description()}")
+        if outcome.gap_limit_s is not None:
+            self._input.set_gap_s(outcome.gap_limit_s)
+        if not outcome.publish:
+            reason = outcome.withheld
             self._warn_once(f"withheld_{reason}", f"estimate withheld ({reason}, counted in /diagnostics as "
                             f"withheld_{reason}): {estimate.message}")
             return
         omega = estimate.angular_velocity
+        frame_id = self.get_parameter("frame_id").value or self._input.frame_id
+        stamp = messages.time_from_ns(estimate.t_ref_ns)
         self._twist_publisher.publish(messages.twist_stamped(omega, stamp, frame_id))
         if job.extra:  # estimated with its covariance: someone subscribed to imu or twist
             self._imu_publisher.publish(messages.imu_message(omega, estimate.covariance, stamp, frame_id))
             self._twist_covariance_publisher.publish(messages.twist_with_covariance(omega, estimate.covariance,
                                                                                     stamp, frame_id))
         with self._lock:
-            self._stats["windows_processed"] += 1
-            self._stats["last_iterations"] = estimate.iterations
-            self._stats["last_focus_gain"] = (estimate.score / estimate.score_at_zero
-                                              if estimate.score_at_zero else float("nan"))
+            self._pipeline.published(estimate)
         if result.images is not None:
             # both images share the compensated one's intensity scale
             uncompensated, compensated = result.images
@@ -399,26 +277,11 @@ class AngularVelocityNode(EstimatingNode):
                 self._image_publishers[name].publish(messages.rgb_image(iwe_to_rgb(image, scale=scale), stamp,
                                                                         frame_id))
 
-    def _plan_windows(self, window, estimate, estimator_s: float) -> None:
-        """Auto windows: the next windows' duration, stride and event budget from this window's
-        outcome (lock held); the new duration logged when it has changed by 2x since last said."""
-        windows = self._windows
-        if not (isinstance(windows, AdaptiveWindows) and isinstance(window, CutWindow)):
-            return
-        self._kept_shares.append(window.kept_share)
-        windows.after_estimate(window, planning_speed_rad_s(estimate), estimator_s)
-        said, now = self._said_duration_ns, time.monotonic()
-        if not said or (not 0.5 < windows.duration_ns / said < 2.0 and now - self._said_s >= WINDOW_LOG_PERIOD_S):
-            self._said_duration_ns, self._said_s = windows.duration_ns, now
-            self.get_logger().info(f"windows of {self._window_description()}")
-
     # ----------------------------------------------------------------- diagnostics
     def _publish_diagnostics(self) -> None:
         inputs = self._input.diagnostics()
         with self._lock:
-            stats = dict(self._stats)
-            withheld = dict(self._withheld)
-            windows = self._window_values()
+            counts, windows = self._pipeline_values()
         status = messages.estimator_status(f"{self.get_name()}: angular velocity", self._input.frame_id,
                                            inputs["calibration_source"] != "none", self.health(),
                                            "estimating")
@@ -427,32 +290,27 @@ class AngularVelocityNode(EstimatingNode):
         values = {
             **inputs,
             **self._runner.diagnostic_values(),
-            "windows_processed": stats["windows_processed"],
-            "degenerate_windows": stats["degenerate_windows"],
-            "windows_recovered": stats["windows_recovered"],
-            "windows_accelerated": stats["windows_accelerated"],
-            "iterations": stats["last_iterations"],
-            "focus_gain": stats["last_focus_gain"],
-            **{f"withheld_{reason}": withheld.get(reason, 0) for reason in WITHHELD_REASONS},
+            "windows_processed": counts.windows_processed,
+            "degenerate_windows": counts.degenerate_windows,
+            "windows_recovered": counts.windows_recovered,
+            "windows_accelerated": counts.windows_accelerated,
+            "iterations": counts.last_iterations,
+            "focus_gain": counts.last_focus_gain,
+            **{f"withheld_{reason}": counts.withheld.get(reason, 0) for reason in WITHHELD_REASONS},
             **windows,
         }
         self.publish_diagnostics(status, values)
 
-    def _window_values(self) -> dict:
-        """The windows in use, for /diagnostics (lock held): window_mode (auto, events, duration);
-        for auto windows the duration and stride now (ms), the event budget (max_window_events_now),
-        the median share of the events kept since the last report (1 = none thinned), the event
-        rate (Mev/s) and the IWE's pixel_binning."""
-        values = {"window_mode": self._window_mode(),
-                  "pixel_binning": self._pixel_binning(self.get_parameter("pixel_binning").value)}
-        windows = self._windows
-        if isinstance(windows, AdaptiveWindows):
-            shares, self._kept_shares = self._kept_shares, []
-            values.update(window_duration_ms=windows.duration_ns * 1e-6, window_stride_ms=windows.stride_ns * 1e-6,
-                          max_window_events_now=windows.max_events,
-                          kept_share=float(np.median(shares)) if shares else float("nan"),
-                          event_rate_mev_s=(windows.event_rate_hz or 0.0) * 1e-6)
-        return values
+    def _pipeline_values(self) -> tuple[PipelineCounts, dict]:
+        """The pipeline's counts (a copy) and windows in use (lock held); before the calibration,
+        none and the window mode the parameters ask for."""
+        pipeline = self._pipeline
+        if pipeline is None:
+            window_settings = settings_from_parameters(self, WindowSettings)
+            return PipelineCounts(), {"window_mode": window_settings.mode,
+                                      "pixel_binning": self.get_parameter("pixel_binning").value or 1}
+        counts = pipeline.counts
+        return (PipelineCounts(**{**vars(counts), "withheld": dict(counts.withheld)}), pipeline.window_values())
 
 
 def main(argv=None) -> int:

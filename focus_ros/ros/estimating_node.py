@@ -1,5 +1,6 @@
 """What the three estimating nodes (angular velocity, optical flow, depth) share around
-their estimator: the runner's two parameters, /diagnostics, and stopping.
+their estimator: the runner's two parameters (:class:`RunnerSettings`, declared by
+:class:`EstimatingNode` itself), /diagnostics, and stopping.
 
 A node derived from :class:`EstimatingNode` creates ``self._input`` (its
 :class:`~focus_ros.ros.event_input.EventInput`) and ``self._runner`` (its
@@ -16,24 +17,26 @@ fires, and /diagnostics would stay silent.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.clock import Clock, ClockType
 
 from focus_ros.ros import messages
-from focus_ros.ros.parameters import FocusNode
+from focus_ros.ros.parameters import FocusNode, declare_settings
+from focus_ros.settings import setting
 
-#: the runner's parameters, declared by every estimating node: name -> (default, description, options)
-RUNNER_PARAMETERS = {
-    "estimator_process": (True, "run the estimator in a process of its own, fed through shared memory (true: its "
-                          "time does not depend on what the node's other threads are doing) or in a thread of the "
-                          "node (false)", {"read_only": True}),
-    "estimator_cpus": ("", "CPUs the estimator process runs on, in taskset's list syntax ('1', '0,2', '2-3'); "
-                       "empty = wherever the OS puts it. For a machine where other processes would take its core "
-                       "(on a 2-core machine, with the driver and the node on the other core, it made no "
-                       "consistent difference: BENCHMARKS.md)", {"read_only": True}),
-}
+@dataclass(frozen=True)
+class RunnerSettings:
+    """How every estimating node runs its estimator (:class:`~focus_ros.runtime.EstimatorRunner`)."""
+
+    estimator_process: bool = setting(True, "run the estimator in a process of its own, fed through shared memory "
+                                      "(its time then does not depend on the node's other threads), or in a thread "
+                                      "of the node (false)", read_only=True)
+    estimator_cpus: str = setting("", "CPUs the estimator process runs on, in taskset's list syntax ('1', '0,2', "
+                                  "'2-3'); empty = wherever the OS puts it (BENCHMARKS.md measured no consistent "
+                                  "difference on a 2-core machine)", read_only=True)
 
 
 class EstimatingNode(FocusNode):
@@ -41,6 +44,7 @@ class EstimatingNode(FocusNode):
 
     def __init__(self, name: str, **kwargs):
         super().__init__(name, **kwargs)
+        declare_settings(self, RunnerSettings)
         self._diagnostics_publisher = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
 
     def runner_options(self) -> dict:

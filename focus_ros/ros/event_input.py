@@ -90,7 +90,8 @@ from focus_ros.codecs import message_types
 from focus_ros.events import Events
 from focus_ros.ros import messages
 from focus_ros.ros.log import WarnOnce, fault_kind
-from focus_ros.ros.parameters import descriptor
+from focus_ros.ros.parameters import declare_settings, settings_from_parameters
+from focus_ros.settings import declared, setting
 from focus_ros.stream import COUNTERS, StreamGuard
 
 #: the event message types a ROS 2 node can subscribe to (``event_message_type``)
@@ -107,29 +108,43 @@ QOS_RELIABILITIES = ("best_effort", "reliable")
 GRAPH_CHECK_PERIOD_S = 0.25
 
 
-#: name -> (default, description, descriptor options): the event input's parameters
-PARAMETERS = {
-    "event_message_type": (AUTO, f"input message type: {AUTO} (the type the topic's publishers offer), "
-                           f"{' or '.join(SUBSCRIBABLE_TYPES)}", {"read_only": True}),
-    "qos_reliability": ("best_effort", "events subscription reliability: best_effort (accepts reliable and "
-                        "best-effort publishers) or reliable", {"read_only": True}),
-    "qos_depth": (1000, "events subscription queue depth (messages)",
-                  {"integer_range": (1, 100000), "read_only": True}),
-    "camera_info_topic": ("/dvs/camera_info", "sensor_msgs/CameraInfo topic with the intrinsics", {"read_only": True}),
-    "camera_info_timeout_s": (2.0, "wait this long (s) for camera_info before using the calibration parameters",
-                              {"float_range": (0.0, 60.0), "read_only": True}),
-    "calibration.file": ("", "calibration file (ECD calib.txt or focus_ros YAML), used when camera_info is absent",
-                         {"read_only": True}),
-    "calibration.width": (0, "sensor width (px); 0 = unknown", {"integer_range": (0, 8192), "read_only": True}),
-    "calibration.height": (0, "sensor height (px); 0 = unknown", {"integer_range": (0, 8192), "read_only": True}),
-    "calibration.fx": (0.0, "focal length x (px)", {"float_range": (0.0, 1e5), "read_only": True}),
-    "calibration.fy": (0.0, "focal length y (px)", {"float_range": (0.0, 1e5), "read_only": True}),
-    "calibration.cx": (0.0, "principal point x (px)", {"float_range": (-1e5, 1e5), "read_only": True}),
-    "calibration.cy": (0.0, "principal point y (px)", {"float_range": (-1e5, 1e5), "read_only": True}),
-    "calibration.distortion": ([0.0, 0.0, 0.0, 0.0, 0.0], "radial-tangential k1 k2 p1 p2 k3", {"read_only": True}),
-    "max_buffered_events": (2_000_000, "bound on events held while there is no calibration yet (oldest "
-                            "messages dropped first)", {"integer_range": (1000, 100_000_000)}),
-}
+@dataclass(frozen=True)
+class EventInputSettings:
+    """The event input's parameters, declared by every node (:mod:`focus_ros.settings`): the
+    subscription, and the calibration used when no camera_info comes."""
+
+    event_message_type: str = setting(AUTO, f"input message type; {AUTO} = the type the topic's publishers "
+                                      "offer", choices=(AUTO, *SUBSCRIBABLE_TYPES), read_only=True)
+    qos_reliability: str = setting("best_effort", "events subscription reliability: best_effort accepts reliable and "
+                                   "best-effort publishers", choices=QOS_RELIABILITIES, read_only=True)
+    qos_depth: int = setting(1000, "events subscription queue depth", unit="messages", minimum=1, maximum=100000,
+                             read_only=True)
+    camera_info_topic: str = setting("/dvs/camera_info", "sensor_msgs/CameraInfo topic with the intrinsics",
+                                     read_only=True)
+    camera_info_timeout_s: float = setting(2.0, "wait this long for camera_info before using the calibration "
+                                           "parameters", unit="s", minimum=0.0, maximum=60.0, read_only=True)
+    calibration_file: str = setting("", "calibration file (ECD calib.txt or focus_ros YAML), used when camera_info "
+                                    "is absent", parameter="calibration.file", read_only=True)
+    calibration_width: int = setting(0, "sensor width; 0 = unknown", unit="px", minimum=0, maximum=8192,
+                                     parameter="calibration.width", read_only=True)
+    calibration_height: int = setting(0, "sensor height; 0 = unknown", unit="px", minimum=0, maximum=8192,
+                                      parameter="calibration.height", read_only=True)
+    calibration_fx: float = setting(0.0, "focal length x", unit="px", minimum=0.0, maximum=1e5,
+                                    parameter="calibration.fx", read_only=True)
+    calibration_fy: float = setting(0.0, "focal length y", unit="px", minimum=0.0, maximum=1e5,
+                                    parameter="calibration.fy", read_only=True)
+    calibration_cx: float = setting(0.0, "principal point x", unit="px", minimum=-1e5, maximum=1e5,
+                                    parameter="calibration.cx", read_only=True)
+    calibration_cy: float = setting(0.0, "principal point y", unit="px", minimum=-1e5, maximum=1e5,
+                                    parameter="calibration.cy", read_only=True)
+    calibration_distortion: tuple[float, ...] = setting((0.0, 0.0, 0.0, 0.0, 0.0), "radial-tangential k1 k2 p1 p2 k3",
+                                                        parameter="calibration.distortion", read_only=True)
+    max_buffered_events: int = setting(2_000_000, "bound on events held while there is no calibration yet (oldest "
+                                       "messages dropped first)", unit="events", minimum=1000, maximum=100_000_000)
+
+
+#: the event input's ROS parameter names
+PARAMETERS = tuple(item.parameter for item in declared(EventInputSettings))
 
 
 @dataclass(frozen=True)
@@ -261,13 +276,10 @@ class EventInput:
         unknown = set(defaults) - set(PARAMETERS)
         if unknown:
             raise ValueError(f"unknown event input parameters: {', '.join(sorted(unknown))}")
-        for name, (default, description, options) in PARAMETERS.items():
-            node.declare_parameter(name, defaults.get(name, default), descriptor(description, **options))
+        names = {item.parameter: item.name for item in declared(EventInputSettings)}
+        declare_settings(node, EventInputSettings, defaults={names[name]: value for name, value in defaults.items()})
+        settings_from_parameters(node, EventInputSettings)  # ValueError naming a value not among its choices
         value = lambda name: node.get_parameter(name).value  # noqa: E731
-        for name, allowed in (("event_message_type", (AUTO, *SUBSCRIBABLE_TYPES)),
-                              ("qos_reliability", QOS_RELIABILITIES)):
-            if value(name) not in allowed:
-                raise ValueError(f"{name} '{value(name)}' is not one of: {', '.join(allowed)}")
 
         self.camera_info_topic = value("camera_info_topic")
         self.warn_once = WarnOnce(node.get_logger())

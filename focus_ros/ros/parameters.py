@@ -10,7 +10,9 @@ Nothing else changes: a string for a double, or a double for an integer or a str
 still refused with rclpy's message.
 
 Every focus_ros node derives from :class:`FocusNode` instead of ``rclpy.node.Node``, and
-describes its parameters with :func:`descriptor` (a description and an optional range).
+declares its parameters from settings classes (:mod:`focus_ros.settings`) with
+:func:`declare_settings`: the name, default, description and range come from the one declaration;
+:func:`settings_from_parameters` builds the settings back from the parameters' values.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from __future__ import annotations
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, ParameterType
+
+from focus_ros.settings import (Setting, check_value, declared, from_parameter_value, settings_from_values,
+                               to_parameter_value)
 
 #: declared type -> (type a user may give instead, conversion)
 _WIDENING = {
@@ -37,6 +42,53 @@ def descriptor(description: str, *, integer_range=None, float_range=None, read_o
         result.floating_point_range = [FloatingPointRange(from_value=float_range[0], to_value=float_range[1],
                                                           step=0.0)]
     return result
+
+
+def setting_descriptor(item: Setting) -> ParameterDescriptor:
+    """The ParameterDescriptor of a declared setting: its description, its range (an integer
+    range for an int, a float range for a float; an optional setting's ``unset`` value admitted
+    too, else ROS would refuse its own default) and whether it is read-only."""
+    low, high = item.declaration.minimum, item.declaration.maximum
+    bounded = low is not None or high is not None
+    unset = item.declaration.unset if item.optional else None
+    if bounded and isinstance(unset, (int, float)) and not isinstance(unset, bool):  # the range admits it too
+        low, high = (None if low is None else min(low, unset)), (None if high is None else max(high, unset))
+    integer_range = float_range = None
+    if bounded and item.kind is int:
+        integer_range = (int(low) if low is not None else -2**63, int(high) if high is not None else 2**63 - 1)
+    elif bounded and item.kind is float:
+        float_range = (float(low) if low is not None else -1e308, float(high) if high is not None else 1e308)
+    return descriptor(item.description(), integer_range=integer_range, float_range=float_range,
+                      read_only=item.declaration.read_only)
+
+
+def declare_settings(node: Node, cls, *, exclude=(), defaults: dict | None = None) -> tuple[Setting, ...]:
+    """Declare a ROS parameter for every declared setting of ``cls`` that has one (not those named
+    in ``exclude``); ``defaults``: other defaults than the declaration's, by setting name. Returns
+    the settings declared."""
+    exclude, defaults = set(exclude), defaults or {}
+    chosen = tuple(item for item in declared(cls) if item.parameter is not None and item.name not in exclude)
+    for item in chosen:
+        default = defaults[item.name] if item.name in defaults else item.default
+        node.declare_parameter(item.parameter, to_parameter_value(item, default), setting_descriptor(item))
+    return chosen
+
+
+def settings_from_parameters(node: Node, cls, base=None, *, overrides: dict | None = None, exclude=()):
+    """``base`` (default ``cls()``) with the values of the parameters :func:`declare_settings`
+    declared; ``overrides``: parameter values about to be set (by parameter name), taken instead.
+    ValueError saying why the values are unusable."""
+    overrides, exclude = overrides or {}, set(exclude)
+    values = {}
+    for item in declared(cls):
+        if item.parameter is None or item.name in exclude:
+            continue
+        raw = overrides[item.parameter] if item.parameter in overrides else node.get_parameter(item.parameter).value
+        values[item.name] = from_parameter_value(item, raw)
+        problem = check_value(item, values[item.name])
+        if problem:  # named as the user knows it: the parameter (reference_time), not the field (t_ref)
+            raise ValueError(problem.replace(item.name, item.parameter, 1))
+    return settings_from_values(cls, values, base)
 
 
 def widened(parameter: Parameter, declared_type: int) -> Parameter:

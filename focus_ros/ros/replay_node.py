@@ -31,19 +31,20 @@ import sys
 import threading
 import time
 from bisect import bisect_right
+from dataclasses import dataclass
 from pathlib import Path
 
 import rclpy
 import rclpy.executors
 from geometry_msgs.msg import TwistStamped
-from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
-from focus_ros.ros.parameters import FocusNode
+from focus_ros.ros.parameters import FocusNode, declare_settings
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from focus_ros.codecs.message_types import ROS2_REPUBLISHED_MESSAGE_TYPES
 from focus_ros.events import NANOSECONDS_PER_SECOND
 from focus_ros.sources import bags
 from focus_ros.ros.entry_point import run_node
+from focus_ros.settings import setting
 from focus_ros.sources.errors import BagError
 
 #: the ROS 2 types the replay publishes events as (the legacy type goes out as EventPacket)
@@ -59,30 +60,36 @@ def message_class(message_type: str):
         raise BagError(f"message type {message_type} is not available in this ROS environment") from None
 
 
+@dataclass(frozen=True)
+class ReplaySettings:
+    """The replayer's parameters (:mod:`focus_ros.settings`)."""
+
+    bag: str = setting("", "ROS 1 .bag file or ROS 2 bag folder", read_only=True)
+    rate: float = setting(1.0, "replay rate factor: 1 = real time, 0 = as fast as the estimator consumes",
+                          minimum=0.0, maximum=1000.0)
+    topics: tuple[str, ...] = setting(("",), "topics to play; empty = all known types")
+    pace_topic: str = setting("/angular_velocity", "TwistStamped estimates to pace on when rate is 0")
+    pace_lead_events: int = setting(60000, "with rate 0: events published ahead of the last estimate (at least "
+                                    "one window and a stride)", unit="events", minimum=1, maximum=100_000_000)
+    pace_lead_s: float = setting(0.25, "with rate 0: or this much event time published ahead of the last estimate "
+                                 "(at least half the longest window and a stride; the auto windows last at most "
+                                 "0.1 s)", unit="s", minimum=0.0, maximum=3600.0)
+    pace_timeout_s: float = setting(2.0, "with rate 0: longest wait for an estimate", unit="s")
+    wait_for_subscribers_s: float = setting(5.0, "wait this long for a subscriber to the events before playing",
+                                            unit="s")
+
+
+#: the settings whose parameters the node declares (for the generated reference, docs/nodes.md)
+SETTINGS_CLASSES = (ReplaySettings,)
+
+
 class BagReplayer(FocusNode):
     """Publishes a bag's messages (see the module docstring)."""
 
     def __init__(self, bag: str | None = None, rate: float | None = None, **kwargs):
         super().__init__("replay_node", **kwargs)
-        declare = self.declare_parameter
-        declare("bag", bag or "", ParameterDescriptor(description="ROS 1 .bag file or ROS 2 bag folder",
-                                                      read_only=True))
-        declare("rate", 1.0 if rate is None else float(rate), ParameterDescriptor(
-            description="replay rate factor: 1 = real time, 0 = as fast as the estimator consumes",
-            floating_point_range=[FloatingPointRange(from_value=0.0, to_value=1000.0, step=0.0)]))
-        declare("topics", [""], ParameterDescriptor(description="topics to play; empty = all known types"))
-        declare("pace_topic", "/angular_velocity",
-                ParameterDescriptor(description="TwistStamped estimates to pace on when rate is 0"))
-        declare("pace_lead_events", 60000, ParameterDescriptor(
-            description="with rate 0: events published ahead of the last estimate (>= one window + stride)",
-            integer_range=[IntegerRange(from_value=1, to_value=100_000_000, step=1)]))
-        declare("pace_lead_s", 0.25, ParameterDescriptor(
-            description="with rate 0: or this much event time (s) published ahead of the last estimate "
-                        "(>= half the longest window + stride; the auto windows last at most 0.1 s)",
-            floating_point_range=[FloatingPointRange(from_value=0.0, to_value=3600.0, step=0.0)]))
-        declare("pace_timeout_s", 2.0, ParameterDescriptor(description="with rate 0: longest wait for an estimate (s)"))
-        declare("wait_for_subscribers_s", 5.0,
-                ParameterDescriptor(description="wait this long for a subscriber to the events before playing"))
+        defaults = {"bag": bag or ""} | ({"rate": float(rate)} if rate is not None else {})
+        declare_settings(self, ReplaySettings, defaults=defaults)
         self.bag_path = Path(self.get_parameter("bag").value)
         self.rate = float(self.get_parameter("rate").value)
         topics = [t for t in self.get_parameter("topics").value if t]
