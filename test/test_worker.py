@@ -433,3 +433,30 @@ def test_a_runner_outlives_the_middleware_shutting_down_before_it_stops(windows)
         context.try_shutdown()
     assert results == [("before", True), ("after", False)]
     assert escaped == [] and [line for line in log.lines if line[0] == "error"] == []
+
+
+def test_held_jobs_are_all_estimated_in_order_whatever_the_live_policy(windows):
+    """Jobs cut from held events (``push(job, held=True)``: events that came before the node could
+    use them) are queued past the live bound (1) and estimated in order, none dropped or skipped,
+    although the runner is ready and the policy is live; once the last has left the queue, the
+    live policy applies again: a burst of live jobs keeps the newest, the others dropped."""
+    log, done = _Log(), []
+    runner = EstimatorRunner("angular_velocity", Calibration.davis240c(), real_time_settings(), in_process=False,
+                             on_result=lambda job, result: done.append(job.context), logger=log,
+                             warn_once=log.warn_once, max_pending=lambda: 1, skippable=lambda: True,
+                             hold_events=lambda: 1_000_000)
+    halves = [half for window in windows for half in (window[:3750], window[3750:])]
+    try:
+        runner.configure(Calibration.davis240c(), real_time_settings())
+        runner.push(Job(halves[0], context="first"))
+        wait_until(lambda: done == ["first"])  # ready: the catch-up of the start is over
+        for index, events in enumerate(halves):  # a burst of held jobs, faster than estimated
+            runner.push(Job(events, context=index), held=True)
+        assert runner.pending >= len(halves) - 2 and runner.counts["dropped"] == 0
+        wait_until(lambda: len(done) == 1 + len(halves))
+        assert done == ["first", *range(len(halves))] and runner.counts["dropped"] == 0
+        for index, events in enumerate(halves):  # the same burst, live
+            runner.push(Job(events, context=f"live {index}"))
+        assert runner.pending <= 1 and runner.counts["dropped"] >= len(halves) - 3
+    finally:
+        runner.stop()

@@ -58,7 +58,6 @@ from __future__ import annotations
 
 import sys
 import threading
-from dataclasses import dataclass
 
 import rclpy
 import rclpy.executors
@@ -73,27 +72,12 @@ from focus_ros.pipelines.angular_velocity import (AngularVelocityPipeline, Pipel
 from focus_ros.runtime import EstimatorRunner, Job, PictureRate
 from focus_ros.ros import messages
 from focus_ros.ros.entry_point import run_node
-from focus_ros.ros.estimating_node import EstimatingNode
-from focus_ros.ros.event_input import Backlog, EventBatch, EventInput
+from focus_ros.ros.estimating_node import EstimatingNode, WindowNodeSettings
+from focus_ros.ros.event_input import EventBatch, EventInput
 from focus_ros.ros.parameters import declare_settings, settings_from_parameters
-from focus_ros.settings import declared, setting
+from focus_ros.settings import declared
 from focus_ros.visualization import iwe_to_rgb, saturation_scale
 from focus_ros.windows import WindowRule
-
-@dataclass(frozen=True)
-class AngularVelocityNodeSettings:
-    """The node's own parameters: its queue policy and its outputs."""
-
-    queue_policy: str = setting("newest", "when windows complete faster than they are processed: newest (skip to the "
-                                "newest window, live use) or all (process every window in order, for bag "
-                                "evaluation)", choices=("newest", "all"))
-    max_pending_windows: int = setting(100, "queue_policy all, and the windows of events held before the node could "
-                                       "use them: bound on queued windows; beyond it the oldest are dropped",
-                                       unit="windows", minimum=1, maximum=100000)
-    image_rate_hz: float = setting(5.0, "IWE images per second at most (only while subscribed); 0 = never",
-                                   unit="Hz", minimum=0.0, maximum=1000.0)
-    frame_id: str = setting("", "output frame; empty = the frame of the events")
-
 
 #: the settings whose parameters the node declares (a class, or an instance whose values are the
 #: parameters' defaults), beyond the event input's
@@ -102,7 +86,7 @@ class AngularVelocityNodeSettings:
 #: use (BFGS, stopped at a relative change of 1e-5, extrapolated warm start, IWE binning auto)
 #: the estimator's settings at the node's defaults (its parameters default to them)
 LIVE_SETTINGS = real_time_defaults()
-SETTINGS_CLASSES = (LIVE_SETTINGS, WindowSettings, WindowRule, AngularVelocityNodeSettings)
+SETTINGS_CLASSES = (LIVE_SETTINGS, WindowSettings, WindowRule, WindowNodeSettings)
 #: the parameters the node declares itself (the names of SETTINGS_CLASSES' settings)
 PARAMETERS = tuple(item.parameter for cls in SETTINGS_CLASSES for item in declared(cls) if item.parameter)
 #: the parameters whose change rebuilds the windows and reconfigures the estimator
@@ -138,15 +122,13 @@ class AngularVelocityNode(EstimatingNode):
             "angular_velocity", Calibration.davis240c(), estimator_settings,
             on_result=self._publish, **self.runner_options(),
             logger=self.get_logger(), warn_once=lambda key, text: self._input.warn_once(key, text), unit="window",
-            max_pending=lambda: 1 if self._live() else self.get_parameter("max_pending_windows").value,
-            skippable=self._live,
+            **self.window_queue_options(),
             # windows cut before the estimator is ready are held (up to the events the input holds
             # before a calibration), then all estimated: a bag played as the node starts loses none
             hold_events=lambda: self.get_parameter("max_buffered_events").value,
             images_wanted=PictureRate(lambda: self.get_parameter("image_rate_hz").value,
                                       lambda: any(publisher.get_subscription_count() > 0
                                                   for publisher in self._image_publishers.values())))
-        self._backlog = Backlog(self._runner)  # windows of held events: worked off in order (see _live)
         # the event messages are taken on the input's own thread, outside rclpy's executor (which
         # costs about as much per message as the input's own work: BENCHMARKS.md, "The executor's
         # CPU per event message"); _on_events and the parameter and calibration callbacks share self._lock
@@ -166,7 +148,7 @@ class AngularVelocityNode(EstimatingNode):
         return (settings_from_parameters(self, AngularVelocitySettings, LIVE_SETTINGS, overrides=overrides),
                 settings_from_parameters(self, WindowSettings, overrides=overrides),
                 settings_from_parameters(self, WindowRule, overrides=overrides),
-                settings_from_parameters(self, AngularVelocityNodeSettings, overrides=overrides))
+                settings_from_parameters(self, WindowNodeSettings, overrides=overrides))
 
     def _on_set_parameters(self, parameters) -> SetParametersResult:
         values = {p.name: p.value for p in parameters}
@@ -181,15 +163,6 @@ class AngularVelocityNode(EstimatingNode):
             with self._lock:
                 self._settings_changed = True
         return SetParametersResult(successful=True)
-
-    def _live(self) -> bool:
-        """The live queue policy is in force (``queue_policy: newest``: the newest window, the skipped
-        ones dropped), except while windows cut from held events wait (events that came before the
-        calibration, or queued while the first message's decoder compiled: at the sensor's rate,
-        before the node could use them): those are all estimated, in order
-        (:class:`~focus_ros.ros.event_input.Backlog`; bounded by max_pending_windows). Called by
-        the runner with its lock held: takes no lock of the node's."""
-        return self.get_parameter("queue_policy").value == "newest" and not self._backlog.active()
 
     # ----------------------------------------------------------------- input
     def _on_calibration(self, calibration: Calibration, source: str) -> None:
@@ -217,7 +190,7 @@ class AngularVelocityNode(EstimatingNode):
                 self._pipeline.reset()
                 self._runner.reset()
             for window in self._pipeline.feed(batch.events):
-                self._backlog.push(Job(window.events, extra=self._covariance_wanted(), context=window,
+                self._runner.push(Job(window.events, extra=self._covariance_wanted(), context=window,
                                        received_s=batch.received_s), held=batch.held)
 
     def _covariance_wanted(self) -> bool:

@@ -39,6 +39,22 @@ class RunnerSettings:
                                   "difference on a 2-core machine)", read_only=True)
 
 
+@dataclass(frozen=True)
+class WindowNodeSettings:
+    """The parameters of a node that estimates per window (angular velocity, optical flow): how
+    it queues windows for its estimator, how often it draws pictures, its output frame."""
+
+    queue_policy: str = setting("newest", "when windows complete faster than they are processed: newest (skip to the "
+                                "newest window, live use) or all (process every window in order, for bag "
+                                "evaluation)", choices=("newest", "all"))
+    max_pending_windows: int = setting(100, "queue_policy all, and the windows of events held before the node could "
+                                       "use them: bound on queued windows; beyond it the oldest are dropped",
+                                       unit="windows", minimum=1, maximum=100000)
+    image_rate_hz: float = setting(5.0, "pictures per second at most (only while subscribed); 0 = never",
+                                   unit="Hz", minimum=0.0, maximum=1000.0)
+    frame_id: str = setting("", "output frame; empty = the frame of the events")
+
+
 class EstimatingNode(FocusNode):
     """A focus_ros node that runs an estimator on its events (see the module docstring)."""
 
@@ -52,6 +68,16 @@ class EstimatingNode(FocusNode):
         parameters set (``in_process``, ``cpus``)."""
         return dict(in_process=self.get_parameter("estimator_process").value,
                     cpus=self.get_parameter("estimator_cpus").value)
+
+    def window_queue_options(self) -> dict:
+        """The :class:`~focus_ros.runtime.EstimatorRunner` options of the queue policy
+        (:class:`WindowNodeSettings`, declared by the node): ``newest`` keeps one waiting window
+        and lets the worker skip to the newest; ``all`` keeps up to ``max_pending_windows``, every
+        one estimated. Windows cut from held events are estimated in order either way (the
+        runner's ``push(job, held=True)``). Read by the runner with its lock held: no lock taken."""
+        live = lambda: self.get_parameter("queue_policy").value == "newest"  # noqa: E731
+        return dict(max_pending=lambda: 1 if live() else self.get_parameter("max_pending_windows").value,
+                    skippable=live)
 
     def create_steady_timer(self, period_s: float, callback: Callable[[], None]):
         """A timer every ``period_s`` (s) of the steady clock: it fires with ``use_sim_time`` and no

@@ -35,7 +35,7 @@
 - buffering while there is no calibration yet (bounded by ``max_buffered_events``, oldest
   messages dropped first and counted); held batches reach the node flagged
   :attr:`EventBatch.held`, so that it works them off in order instead of treating them as a
-  live burst (:class:`Backlog`);
+  live burst (its runner's ``push(job, held=True)``);
 - warn-once logging of input faults (one line per kind of fault) and the diagnostic counters
   (:meth:`EventInput.diagnostics`) a node adds to its own ``/diagnostics`` status, with
   :meth:`EventInput.problem` for its level.
@@ -158,8 +158,9 @@ class EventBatch:
     drop buffered windows and warm starts before using them; held: the message arrived before
     the input could use it (before a calibration, delivered right after ``on_calibration``; or
     in the own thread's first take, while an EventPacket's decoder compiled on the first
-    message): one of a backlog delivered at once, not a sign that the node falls behind (see
-    :class:`Backlog`).
+    message): one of a backlog delivered at once, not a sign that the node falls behind (a
+    node pushes the jobs cut from it with :meth:`EstimatorRunner.push(job, held=True)
+    <focus_ros.runtime.EstimatorRunner.push>`).
     """
 
     events: Events
@@ -197,37 +198,6 @@ def load_kernels(message_type: str) -> float:
     started = time.perf_counter()
     decode_like_a_subscription(message_type, packet_encodings=())
     return time.perf_counter() - started
-
-
-class Backlog:
-    """Which of a runner's jobs were cut from events the input held (:attr:`EventBatch.held`):
-    the node pushes its jobs through :meth:`push`, and its queue policy asks :meth:`active`.
-
-    Why: events that arrive before a calibration are held, then delivered at once. A live
-    node's policy (``queue_policy: newest``: skip to the newest window) reads such a burst as
-    falling behind and estimates only its last window; yet these events came at the sensor's
-    rate, before the node could use them. While :meth:`active`, the node's policy is therefore
-    the runner's catch-up (every job in order, none skipped, bounded), as the runner itself
-    does for jobs that wait for its engine to start (``hold_events``); it ends as soon as the
-    last held job has left the runner's queue. ``runner``: an
-    :class:`~focus_ros.runtime.EstimatorRunner` (its ``counts["completed"]``, jobs pushed, and
-    ``pending``, jobs still queued); :meth:`active` takes no lock, so the runner may call it
-    with its own lock held."""
-
-    def __init__(self, runner):
-        self._runner = runner
-        self._last_held = 0  # the runner's "completed" count just after the last held job was pushed
-
-    def push(self, job, held: bool) -> None:
-        """Push ``job`` to the runner; ``held``: it was cut from a held batch."""
-        if held:
-            self._last_held = self._runner.counts["completed"] + 1
-        self._runner.push(job)
-
-    def active(self) -> bool:
-        """A job cut from held events is still waiting in the runner's queue (jobs leave it in
-        order: submitted, dropped, or cleared by a reset or a reconfiguration)."""
-        return self._runner.counts["completed"] - self._runner.pending < self._last_held
 
 
 class _OutsideTheExecutor(CallbackGroup):

@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import sys
 import threading
-from dataclasses import dataclass
 
 import numpy as np
 import rclpy
@@ -65,32 +64,18 @@ from focus_ros.estimators.optical_flow import OpticalFlowSettings
 from focus_ros.pipelines.optical_flow import NO_COUNTS, FlowWindowSettings, OpticalFlowPipeline
 from focus_ros.ros import messages
 from focus_ros.ros.entry_point import run_node
-from focus_ros.ros.estimating_node import EstimatingNode
-from focus_ros.ros.event_input import Backlog, EventBatch, EventInput
+from focus_ros.ros.estimating_node import EstimatingNode, WindowNodeSettings
+from focus_ros.ros.event_input import EventBatch, EventInput
 from focus_ros.ros.parameters import declare_settings, settings_from_parameters
 from focus_ros.runtime import EstimatorRunner, Job, PictureRate
-from focus_ros.settings import declared, setting
+from focus_ros.settings import declared
 
 #: sensor size (px) the settings are checked against before a calibration gives the real one
 CHECK_SIZE = (240, 180)
 
 
-@dataclass(frozen=True)
-class OpticalFlowNodeSettings:
-    """The node's own parameters: how it queues windows for its estimator, and what it publishes."""
-
-    queue_policy: str = setting("newest", "newest: skip to the newest complete window (live); all: every window "
-                                "(bags)", choices=("newest", "all"), option=None)
-    max_pending_windows: int = setting(100, "queue_policy all, and the windows of events held before the node could "
-                                       "use them: bound on queued windows (oldest dropped beyond it)", unit="windows",
-                                       minimum=1, maximum=100000, option=None)
-    image_rate_hz: float = setting(5.0, "flow pictures per second at most (only while subscribed); 0 = never",
-                                   unit="Hz", minimum=0.0, maximum=1000.0, option=None)
-    frame_id: str = setting("", "output frame; empty = the frame of the events", option=None)
-
-
 #: the settings whose parameters the node declares beyond the event input's and the runner's
-SETTINGS_CLASSES = (FlowWindowSettings, OpticalFlowSettings, OpticalFlowNodeSettings)
+SETTINGS_CLASSES = (FlowWindowSettings, OpticalFlowSettings, WindowNodeSettings)
 #: the parameters whose change rebuilds the pipeline (for the next window)
 PIPELINE_PARAMETERS = frozenset(item.parameter for cls in (FlowWindowSettings, OpticalFlowSettings)
                                 for item in declared(cls) if item.parameter is not None)
@@ -143,14 +128,12 @@ class OpticalFlowNode(EstimatingNode):
             "optical_flow", Calibration.davis240c(), settings_from_parameters(self, OpticalFlowSettings),
             on_result=self._publish, **self.runner_options(),
             logger=self.get_logger(), warn_once=lambda key, text: self._input.warn_once(key, text),
-            unit="window", max_pending=lambda: 1 if self._live() else self.get_parameter("max_pending_windows").value,
-            skippable=self._live, name="focus_ros_flow",
+            unit="window", **self.window_queue_options(), name="focus_ros_flow",
             # windows cut while the estimator starts or compiles are held (bounded as the input's
             # events before a calibration), then all estimated in order
             hold_events=lambda: self.get_parameter("max_buffered_events").value,
             images_wanted=PictureRate(lambda: self.get_parameter("image_rate_hz").value,
                                       lambda: self._image_publisher.get_subscription_count() > 0))
-        self._backlog = Backlog(self._runner)  # windows of held events: worked off in order (see _live)
         self._input = EventInput(self, self._on_events, self._on_calibration, own_thread=True)  # off the executor
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.start_diagnostics(self._publish_diagnostics)
@@ -166,7 +149,7 @@ class OpticalFlowNode(EstimatingNode):
 
     def _check(self, values: dict, size: tuple[int, int]) -> None:
         """ValueError naming the problem when the parameters, with ``values``, are unusable."""
-        settings_from_parameters(self, OpticalFlowNodeSettings, overrides=values)
+        settings_from_parameters(self, WindowNodeSettings, overrides=values)
         self._new_pipeline(size, values)
 
     def _on_set_parameters(self, parameters) -> SetParametersResult:
@@ -194,13 +177,6 @@ class OpticalFlowNode(EstimatingNode):
         self._runner.configure(self._calibration, pipeline.settings)
         self.get_logger().info(pipeline.describe())
 
-    def _live(self) -> bool:
-        """``queue_policy: newest`` in force: not while windows cut from held events wait (events
-        that came before the calibration, or queued while the first message's decoder compiled:
-        all estimated, in order; :class:`~focus_ros.ros.event_input.Backlog`). Called by the
-        runner with its lock held: takes no lock of the node's."""
-        return self.get_parameter("queue_policy").value == "newest" and not self._backlog.active()
-
     # ----------------------------------------------------------------- input
     def _on_calibration(self, calibration, source: str) -> None:
         """Windows and estimator (re)configured for the sensor size; a later calibration of the same
@@ -223,7 +199,7 @@ class OpticalFlowNode(EstimatingNode):
                 self._pipeline.reset()
                 self._runner.reset()
             for window in self._pipeline.feed(batch.events):
-                self._backlog.push(Job(window, received_s=batch.received_s), held=batch.held)
+                self._runner.push(Job(window, received_s=batch.received_s), held=batch.held)
 
     # ----------------------------------------------------------------- results
     def _publish(self, job: Job, result) -> None:

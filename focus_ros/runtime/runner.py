@@ -70,7 +70,10 @@ class EstimatorRunner:
     (starting with the node, restarting after a death), jobs are held instead of dropped as
     max_pending() says, up to this many events in all (the oldest dropped beyond it; 0 = no
     hold); once it is ready every held job is estimated in order, none skipped (catching up),
-    then max_pending() and skippable() apply again; images_wanted(): ask for the kind's pictures
+    then max_pending() and skippable() apply again. A job pushed with ``held=True`` (cut from
+    events that arrived before the caller could use them: ``EventBatch.held``) is caught up on
+    the same way until it has left the queue: such a burst came at the sensor's rate, before the
+    node could use it, and a live policy would take it for falling behind. images_wanted(): ask for the kind's pictures
     with the next job (called with the runner's lock held: must not take the caller's lock);
     logger: info/warning/error(text); warn_once(key, text): the caller's once-only warning;
     capacity_events: initial shared slot size (events); cpus: the CPUs of the estimator
@@ -139,6 +142,7 @@ class EstimatorRunner:
         self._died: WorkerDied | None = None  # noticed while submitting: the thread restarts the worker
         self._pending: deque = deque()    # jobs waiting for the engine
         self._catching_up = True          # the engine has not been ready since it (re)started: hold, then catch up
+        self._held_until = 0              # counts["completed"] just after the last held job was pushed
         self._submitted: deque = deque()  # handed to the engine: (job, submit time), in order
         self.counts = dict(completed=0, estimated=0, dropped=0, lost=0, failed=0, restarts=0)
         self._period = dict(estimator_s=[], estimator_cpu_s=[], round_trip_s=[], latency_s=[])
@@ -168,13 +172,17 @@ class EstimatorRunner:
         with self._lock:
             self._pending.clear()
 
-    def push(self, job: Job) -> None:
-        """Queue one job (any thread); beyond max_pending() the oldest waiting one is dropped."""
+    def push(self, job: Job, held: bool = False) -> None:
+        """Queue one job (any thread); beyond max_pending() the oldest waiting one is dropped,
+        except while catching up (see the class docstring; ``held``: the job was cut from held
+        events)."""
         with self._lock:
             self.counts["completed"] += 1
             self._pending.append(job)
+            if held:
+                self._held_until = self.counts["completed"]
             limit = max(int(self._max_pending()), 1)
-            budget = int(self._hold_events()) if self._catching_up else 0
+            budget = int(self._hold_events()) if self._is_catching_up() else 0
             while len(self._pending) > limit and (budget <= 0 or self._held_events() > budget):
                 self._pending.popleft()
                 self.counts["dropped"] += 1
@@ -186,6 +194,13 @@ class EstimatorRunner:
     @property
     def pending(self) -> int:
         return len(self._pending)
+
+    def _is_catching_up(self) -> bool:
+        """Every waiting job is estimated in order, none dropped below hold_events() nor skipped
+        (lock held): the engine has not been ready since it (re)started, or a held job still waits
+        (jobs leave the queue in order: submitted, dropped, or cleared)."""
+        left_the_queue = self.counts["completed"] - len(self._pending)
+        return self._catching_up or left_the_queue < self._held_until
 
     def _held_events(self) -> int:
         """Events in the waiting jobs (lock held)."""
@@ -285,7 +300,7 @@ class EstimatorRunner:
             return
         if self._catching_up and not self._pending:
             self._catching_up = False  # ready, and nothing held (any more): the caller's policy from now on
-        skippable = bool(self._skippable()) and not self._catching_up
+        skippable = bool(self._skippable()) and not self._is_catching_up()
         while self._pending and engine.can_submit() and engine.in_flight < 2:
             job = self._pending[0]
             if not engine.fits(len(job.events)):
