@@ -15,7 +15,7 @@ from geometry_msgs.msg import PoseStamped  # noqa: E402
 from rclpy.serialization import deserialize_message, serialize_message  # noqa: E402
 from sensor_msgs.msg import Image, PointCloud2, PointField  # noqa: E402
 
-from focus_ros.ros import depth_messages  # noqa: E402
+from focus_ros.ros import depth_messages, messages  # noqa: E402
 from focus_ros.ros.messages import time_from_ns  # noqa: E402
 
 
@@ -86,7 +86,7 @@ def test_point_cloud_refuses_arrays_of_different_lengths():
 def test_float_image_is_rep118_32fc1_with_nan_kept():
     depth = np.full((4, 6), np.nan, np.float32)
     depth[1, 2], depth[3, 5] = 0.75, 2.25
-    message = depth_messages.float_image(depth, time_from_ns(42), "dvs")
+    message = messages.float_image(depth, time_from_ns(42), "dvs")
     assert (message.encoding, message.height, message.width, message.step, message.is_bigendian) == \
         ("32FC1", 4, 6, 24, 0)
     # REP-118: metres as float32, row-major; read pixel (row 1, column 2) with struct

@@ -18,9 +18,9 @@ def _typed(item: Setting):
             value = convert(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"not a{'n' if convert is int else ''} {convert.__name__}: {text!r}")
-        problem = check_value(item, value)
+        problem = check_value(item, value, item.option)
         if problem:
-            raise argparse.ArgumentTypeError(problem.replace(item.name, item.option, 1))
+            raise argparse.ArgumentTypeError(problem)
         return value
 
     parse.__name__ = convert.__name__  # argparse names the type in its messages
@@ -73,8 +73,11 @@ def settings_from_options(cls, args, base=None, *, exclude: Iterable[str] = ()):
     """``base`` (default ``cls()``) with the values of the options :func:`add_setting_options`
     added; ValueError naming a value the class refuses."""
     exclude = set(exclude)
-    values = {item.name: getattr(args, item.name) for item in declared(cls)
+    values = {item.name: _as_held(item, getattr(args, item.name)) for item in declared(cls)
               if item.option is not None and item.name not in exclude and hasattr(args, item.name)}
-    if values and any(item.kind is list for item in declared(cls)):
-        values = {name: tuple(value) if isinstance(value, list) else value for name, value in values.items()}
-    return settings_from_values(cls, values, base)
+    return settings_from_values(cls, values, base, name_of=lambda item: item.option)
+
+
+def _as_held(item: Setting, value):
+    """An option's value as the setting holds it: argparse gives a list where it holds a tuple."""
+    return tuple(value) if item.kind is list and value is not None else value

@@ -79,13 +79,13 @@ from focus_ros.settings import declared
 from focus_ros.visualization import iwe_to_rgb, saturation_scale
 from focus_ros.windows import WindowRule
 
+#: the estimator's settings at the node's defaults, for live use (BFGS stopped at a relative change
+#: of 1e-5, extrapolated warm start, IWE binning auto): its parameters default to them
+LIVE_SETTINGS = real_time_defaults()
 #: the settings whose parameters the node declares (a class, or an instance whose values are the
 #: parameters' defaults), beyond the event input's
 #: (:class:`~focus_ros.ros.event_input.EventInputSettings`) and the runner's
-#: (:class:`~focus_ros.ros.estimating_node.RunnerSettings`); the estimator's at the defaults for live
-#: use (BFGS, stopped at a relative change of 1e-5, extrapolated warm start, IWE binning auto)
-#: the estimator's settings at the node's defaults (its parameters default to them)
-LIVE_SETTINGS = real_time_defaults()
+#: (:class:`~focus_ros.ros.estimating_node.RunnerSettings`)
 SETTINGS_CLASSES = (LIVE_SETTINGS, WindowSettings, WindowRule, WindowNodeSettings)
 #: the parameters the node declares itself (the names of SETTINGS_CLASSES' settings)
 PARAMETERS = tuple(item.parameter for cls in SETTINGS_CLASSES for item in declared(cls) if item.parameter)

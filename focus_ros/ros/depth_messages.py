@@ -5,8 +5,9 @@
   along the reference camera's optical axis, so that rviz can colour the cloud by depth
   whatever frame it is shown in); the decoder reads any cloud whose fields are float32 /
   float64 / integers at any offsets, either byte order;
-- :func:`float_image` / :func:`decode_float_image`: ``sensor_msgs/Image`` 32FC1 (depth in
-  metres along the optical axis, NaN = unknown: REP-117 / REP-118; or the confidence);
+- :func:`decode_float_image`: ``sensor_msgs/Image`` 32FC1 (depth in metres along the optical
+  axis, NaN = unknown: REP-117 / REP-118; or the confidence), as
+  :func:`focus_ros.ros.messages.float_image` writes it;
 - :func:`pose_from_message`: ``geometry_msgs/PoseStamped`` or ``nav_msgs/Odometry`` ->
   (t ns, position m, quaternion xyzw, frame_id).
 """
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 from builtin_interfaces.msg import Time
-from sensor_msgs.msg import Image, PointCloud2, PointField
+from sensor_msgs.msg import PointCloud2, PointField
 
 from focus_ros.events import NANOSECONDS_PER_SECOND
 
@@ -113,21 +114,6 @@ def cloud_points(message) -> tuple[np.ndarray, np.ndarray]:
     if missing:
         raise MessageError(f"point cloud has no field {', '.join(missing)} (fields: {', '.join(fields)})")
     return np.column_stack([fields["x"], fields["y"], fields["z"]]), fields["intensity"]
-
-
-def float_image(values: np.ndarray, stamp: Time, frame_id: str) -> Image:
-    """A (height, width) array as a 32FC1 sensor_msgs/Image (NaN kept: REP-118's unknown)."""
-    values = np.ascontiguousarray(values, "<f4")
-    if values.ndim != 2:
-        raise ValueError(f"a 32FC1 image needs a 2-D array, got shape {values.shape}")
-    message = Image()
-    _header(message, stamp, frame_id)
-    message.height, message.width = int(values.shape[0]), int(values.shape[1])
-    message.encoding = "32FC1"
-    message.is_bigendian = 0
-    message.step = 4 * message.width
-    message.data = values.tobytes()
-    return message
 
 
 def decode_float_image(message) -> np.ndarray:

@@ -267,8 +267,8 @@ class DepthNode(EstimatingNode):
             points, frame = points_in_camera_frame(keyframe), camera_frame
         self._outputs["points"].publish(depth_messages.point_cloud(points, keyframe.point_confidence, depths, stamp,
                                                                    frame))
-        self._outputs["image"].publish(depth_messages.float_image(keyframe.depth_m, stamp, camera_frame))
-        self._outputs["confidence"].publish(depth_messages.float_image(keyframe.confidence, stamp, camera_frame))
+        self._outputs["image"].publish(messages.float_image(keyframe.depth_m, stamp, camera_frame))
+        self._outputs["confidence"].publish(messages.float_image(keyframe.confidence, stamp, camera_frame))
         if images is not None:  # for people, only when watched: drawn where the estimator ran
             self._outputs["image_color"].publish(messages.rgb_image(images[0], stamp, camera_frame))
 

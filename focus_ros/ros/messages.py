@@ -96,6 +96,24 @@ def rgb_image(rgb: np.ndarray, stamp: Time, frame_id: str) -> Image:
     return message
 
 
+def float_image(values: np.ndarray, stamp: Time, frame_id: str) -> Image:
+    """A (height, width) or (height, width, channels) array as a 32FC1, 32FC2, ... little-endian
+    sensor_msgs/Image (NaN kept: REP-118's unknown): depth and its confidence, a flow field."""
+    values = np.ascontiguousarray(values, "<f4")
+    if values.ndim not in (2, 3):
+        raise ValueError(f"a 32FC image needs a 2-D or 3-D array, got shape {values.shape}")
+    channels = 1 if values.ndim == 2 else int(values.shape[2])
+    message = Image()
+    message.header.stamp = stamp
+    message.header.frame_id = frame_id
+    message.height, message.width = int(values.shape[0]), int(values.shape[1])
+    message.encoding = f"32FC{channels}"
+    message.is_bigendian = 0
+    message.step = 4 * channels * message.width
+    message.data = values.tobytes()
+    return message
+
+
 #: variance ((m/s)^2) of the linear velocity in a TwistWithCovarianceStamped: not estimated
 #: (a rotation estimate says nothing about it), so "unknown" to a filter that fuses it
 UNKNOWN_LINEAR_VARIANCE_M2_S2 = 1e6

@@ -54,7 +54,6 @@ from __future__ import annotations
 import sys
 import threading
 
-import numpy as np
 import rclpy
 from rcl_interfaces.msg import SetParametersResult
 from sensor_msgs.msg import Image
@@ -79,32 +78,6 @@ SETTINGS_CLASSES = (FlowWindowSettings, OpticalFlowSettings, WindowNodeSettings)
 #: the parameters whose change rebuilds the pipeline (for the next window)
 PIPELINE_PARAMETERS = frozenset(item.parameter for cls in (FlowWindowSettings, OpticalFlowSettings)
                                 for item in declared(cls) if item.parameter is not None)
-
-
-def float_image_message(data: np.ndarray, stamp, frame_id: str) -> Image:
-    """sensor_msgs/Image of a float32 (rows, columns) or (rows, columns, channels) array:
-    32FC1, 32FC2, ... little-endian."""
-    data = np.ascontiguousarray(data, dtype="<f4")
-    channels = 1 if data.ndim == 2 else data.shape[2]
-    message = Image()
-    message.header.stamp = stamp
-    message.header.frame_id = frame_id
-    message.height, message.width = data.shape[:2]
-    message.encoding = f"32FC{channels}"
-    message.is_bigendian = 0
-    message.step = message.width * 4 * channels
-    message.data = data.tobytes()
-    return message
-
-
-def flow_image_message(estimate, stamp, frame_id: str) -> Image:
-    """sensor_msgs/Image 32FC2 of a FlowEstimate: rows x columns of the patch grid, (vx, vy) px/s, NaN invalid."""
-    return float_image_message(estimate.flow_image(), stamp, frame_id)
-
-
-def confidence_image_message(estimate, stamp, frame_id: str) -> Image:
-    """sensor_msgs/Image 32FC1 of a FlowEstimate's confidence per patch (0 where invalid)."""
-    return float_image_message(estimate.confidence_image(), stamp, frame_id)
 
 
 class OpticalFlowNode(EstimatingNode):
@@ -207,8 +180,8 @@ class OpticalFlowNode(EstimatingNode):
         estimate = result.estimate
         frame_id = self.get_parameter("frame_id").value or self._input.frame_id
         stamp = messages.time_from_ns(estimate.t_ref_ns)
-        self._flow_publisher.publish(flow_image_message(estimate, stamp, frame_id))
-        self._confidence_publisher.publish(confidence_image_message(estimate, stamp, frame_id))
+        self._flow_publisher.publish(messages.float_image(estimate.flow_image(), stamp, frame_id))
+        self._confidence_publisher.publish(messages.float_image(estimate.confidence_image(), stamp, frame_id))
         counts = OpticalFlowPipeline.take(estimate)
         with self._lock:
             self._windows_processed += 1

@@ -21,8 +21,7 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, ParameterType
 
-from focus_ros.settings import (Setting, check_value, declared, from_parameter_value, settings_from_values,
-                               to_parameter_value)
+from focus_ros.settings import Setting, declared, from_parameter_value, settings_from_values, to_parameter_value
 
 #: declared type -> (type a user may give instead, conversion)
 _WIDENING = {
@@ -85,10 +84,8 @@ def settings_from_parameters(node: Node, cls, base=None, *, overrides: dict | No
             continue
         raw = overrides[item.parameter] if item.parameter in overrides else node.get_parameter(item.parameter).value
         values[item.name] = from_parameter_value(item, raw)
-        problem = check_value(item, values[item.name])
-        if problem:  # named as the user knows it: the parameter (reference_time), not the field (t_ref)
-            raise ValueError(problem.replace(item.name, item.parameter, 1))
-    return settings_from_values(cls, values, base)
+    # a value refused is named as the user knows it: the parameter (reference_time), not the field (t_ref)
+    return settings_from_values(cls, values, base, name_of=lambda item: item.parameter)
 
 
 def widened(parameter: Parameter, declared_type: int) -> Parameter:

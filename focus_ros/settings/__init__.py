@@ -28,7 +28,7 @@ import math
 import types
 import typing
 from dataclasses import MISSING, dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 __all__ = ["Declaration", "Setting", "check_value", "declared", "from_parameter_value", "setting", "settings_from_values",
            "to_parameter_value"]
@@ -186,17 +186,20 @@ def declared(settings) -> tuple[Setting, ...]:
     return tuple(found)
 
 
-def check_value(item: Setting, value: Any) -> str | None:
-    """Why ``value`` is not acceptable for ``item`` (its range or its choices), or None."""
+def check_value(item: Setting, value: Any, name: str | None = None) -> str | None:
+    """Why ``value`` is not acceptable for ``item`` (its range or its choices), or None; the
+    setting called ``name`` in the text (default: its field name; the ROS parameter's or the
+    option's name where the user wrote that)."""
+    name = name or item.name
     if value is None:
-        return None if item.optional else f"{item.name} must be set"
+        return None if item.optional else f"{name} must be set"
     if item.declaration.choices and value not in item.declaration.choices:
-        return f"{item.name} '{value}' is not one of: {', '.join(map(str, item.declaration.choices))}"
+        return f"{name} '{value}' is not one of: {', '.join(map(str, item.declaration.choices))}"
     if item.kind in (int, float) and not isinstance(value, bool):
         low, high = item.declaration.minimum, item.declaration.maximum
         if isinstance(value, float) and not math.isfinite(value) or \
                 (low is not None and value < low) or (high is not None and value > high):
-            return f"{item.name} must be {item.range_text() or 'finite'}, got {value!r}"
+            return f"{name} must be {item.range_text() or 'finite'}, got {value!r}"
     return None
 
 
@@ -220,15 +223,16 @@ def from_parameter_value(item: Setting, value: Any) -> Any:
     return value
 
 
-def settings_from_values(cls, values: Mapping[str, Any], base=None):
+def settings_from_values(cls, values: Mapping[str, Any], base=None, *,
+                         name_of: Callable[[Setting], str] = lambda item: item.name):
     """``base`` (default: ``cls()``) with the declared settings in ``values`` (by field name)
-    replaced; ValueError naming the first value out of its range or choices (then the class's own
-    checks, in its ``__post_init__``)."""
+    replaced; ValueError naming (``name_of(setting)``) the first value out of its range or choices
+    (then the class's own checks, in its ``__post_init__``)."""
     base = cls() if base is None else base
     changes = {}
     for item in declared(cls):
         if item.name in values:
-            problem = check_value(item, values[item.name])
+            problem = check_value(item, values[item.name], name_of(item))
             if problem:
                 raise ValueError(problem)
             changes[item.name] = values[item.name]
