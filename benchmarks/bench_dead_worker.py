@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "test"))
 
-from ros_harness import NodeProcess, executable, ros_environment  # noqa: E402
+from ros_harness import NodeProcess, client_node, executable, spin_until  # noqa: E402
 
 
 class _Quiet:
@@ -87,47 +87,30 @@ def _values(report) -> dict:
 def node_once(folder: Path) -> float:
     """Seconds from the SIGKILL of an idle node's estimator process to a /diagnostics report
     counting the restart."""
-    import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
-    from rclpy.executors import SingleThreadedExecutor
 
-    env = ros_environment()
-    os.environ.update(ROS_DOMAIN_ID=env["ROS_DOMAIN_ID"], ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
-    context = rclpy.Context()
-    rclpy.init(context=context)
-    client = rclpy.create_node("dead_worker_bench", context=context)
-    executor = SingleThreadedExecutor(context=context)
-    executor.add_node(client)
-    reports = []
-    client.create_subscription(DiagnosticArray, "/diagnostics", reports.append, 10)
-    node = NodeProcess([executable("angular_velocity_node"), "--ros-args", "--params-file",
-                        str(ROOT / "config" / "davis240c.yaml"), "-r", "events:=/dvs/events",
-                        "-p", "camera_info_timeout_s:=0.3"], env, folder / "node.log")
+    with client_node("dead_worker_bench") as (env, client, executor):
+        reports = []
+        client.create_subscription(DiagnosticArray, "/diagnostics", reports.append, 10)
+        node = NodeProcess([executable("angular_velocity_node"), "--ros-args", "--params-file",
+                            str(ROOT / "config" / "davis240c.yaml"), "-r", "events:=/dvs/events",
+                            "-p", "camera_info_timeout_s:=0.3"], env, folder / "node.log")
 
-    def spin_until(condition, timeout_s: float, step_s: float = 0.005) -> bool:
-        deadline = time.monotonic() + timeout_s
-        while not condition() and time.monotonic() < deadline:
-            executor.spin_once(timeout_sec=step_s)
-        return condition()
+        def latest() -> dict:
+            return _values(reports[-1]) if reports else {}
 
-    def latest() -> dict:
-        return _values(reports[-1]) if reports else {}
-
-    try:
-        if not spin_until(lambda: int(latest().get("estimator_process_pid", 0)) > 0, 60.0):
-            raise RuntimeError(f"no report naming the estimator process within 60 s; log: {folder / 'node.log'}")
-        pid = int(latest()["estimator_process_pid"])
-        spin_until(lambda: False, 1.0)  # the node idles: nothing in flight, nothing queued
-        os.kill(pid, signal.SIGKILL)
-        killed = time.monotonic()
-        if not spin_until(lambda: int(latest().get("worker_restarts", 0)) >= 1, 10.0):
-            raise RuntimeError(f"the restart was not reported within 10 s; log: {folder / 'node.log'}")
-        return time.monotonic() - killed
-    finally:
-        node.stop(timeout=5.0)
-        executor.shutdown()
-        client.destroy_node()
-        rclpy.shutdown(context=context)
+        try:
+            if not spin_until(executor, lambda: int(latest().get("estimator_process_pid", 0)) > 0, 60.0, 0.005):
+                raise RuntimeError(f"no report naming the estimator process within 60 s; log: {folder / 'node.log'}")
+            pid = int(latest()["estimator_process_pid"])
+            spin_until(executor, lambda: False, 1.0, 0.005)  # the node idles: nothing in flight, nothing queued
+            os.kill(pid, signal.SIGKILL)
+            killed = time.monotonic()
+            if not spin_until(executor, lambda: int(latest().get("worker_restarts", 0)) >= 1, 10.0, 0.005):
+                raise RuntimeError(f"the restart was not reported within 10 s; log: {folder / 'node.log'}")
+            return time.monotonic() - killed
+        finally:
+            node.stop(timeout=5.0)
 
 
 def summary(name: str, times: list[float]) -> str:

@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))
 
 from node_states import CONFIG, NodeProcess, executable, start_replay, write_bags  # noqa: E402
-from ros_harness import ros_environment  # noqa: E402
+from ros_harness import client_node, spin_until  # noqa: E402
 
 NODES = {
     "angular_velocity_node": (["--params-file", str(CONFIG / "davis240c.yaml"), "-r", "events:=/dvs/events",
@@ -39,53 +39,37 @@ NODES = {
 
 def run_once(node_name: str, bag: Path, folder: Path) -> tuple[float, float]:
     """(s from the node's start to its first output, that output's latency in s or NaN)."""
-    import os
-
-    import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
     from geometry_msgs.msg import TwistStamped
-    from rclpy.executors import SingleThreadedExecutor
     from sensor_msgs.msg import PointCloud2
 
     arguments, _, topic = NODES[node_name]
-    env = ros_environment()
-    os.environ.update(ROS_DOMAIN_ID=env["ROS_DOMAIN_ID"], ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
-    context = rclpy.Context()
-    rclpy.init(context=context)
-    client = rclpy.create_node("first_output_bench", context=context)
-    executor = SingleThreadedExecutor(context=context)
-    executor.add_node(client)
-    first, reports = [], []
-    message_type = TwistStamped if topic == "/angular_velocity" else PointCloud2
-    client.create_subscription(message_type, topic, lambda message: first.append(time.monotonic()), 10)
-    client.create_subscription(DiagnosticArray, "/diagnostics", reports.append, 10)
-    started = time.monotonic()
-    node = NodeProcess([executable(node_name), "--ros-args", *arguments], env, folder / "node.log")
-    replay = start_replay(bag, env)
-    try:
-        deadline = time.monotonic() + 60.0
-        while not first and time.monotonic() < deadline:
-            executor.spin_once(timeout_sec=0.01)
-        if not first:
-            raise RuntimeError(f"no output on {topic} within 60 s; node log: {folder / 'node.log'}")
-        latency_s = float("nan")
-        if node_name == "depth_node":
-            seen = len(reports)
-            while len(reports) < seen + 2 and time.monotonic() < deadline:
-                executor.spin_once(timeout_sec=0.05)
-            for report in reversed(reports):
-                values = {pair.key: pair.value for status in report.status for pair in status.values}
-                if values.get("latency_max_ms", "nan") != "nan":
-                    latency_s = float(values["latency_max_ms"]) / 1e3
-                    break
-        return first[0] - started, latency_s
-    finally:
-        replay.kill()
-        replay.wait()
-        node.stop(timeout=5.0)
-        executor.shutdown()
-        client.destroy_node()
-        rclpy.shutdown(context=context)
+    with client_node("first_output_bench") as (env, client, executor):
+        first, reports = [], []
+        message_type = TwistStamped if topic == "/angular_velocity" else PointCloud2
+        client.create_subscription(message_type, topic, lambda message: first.append(time.monotonic()), 10)
+        client.create_subscription(DiagnosticArray, "/diagnostics", reports.append, 10)
+        started = time.monotonic()
+        node = NodeProcess([executable(node_name), "--ros-args", *arguments], env, folder / "node.log")
+        replay = start_replay(bag, env)
+        try:
+            deadline = time.monotonic() + 60.0
+            if not spin_until(executor, lambda: first, 60.0, 0.01):
+                raise RuntimeError(f"no output on {topic} within 60 s; node log: {folder / 'node.log'}")
+            latency_s = float("nan")
+            if node_name == "depth_node":
+                seen = len(reports)
+                spin_until(executor, lambda: len(reports) >= seen + 2, deadline - time.monotonic())
+                for report in reversed(reports):
+                    values = {pair.key: pair.value for status in report.status for pair in status.values}
+                    if values.get("latency_max_ms", "nan") != "nan":
+                        latency_s = float(values["latency_max_ms"]) / 1e3
+                        break
+            return first[0] - started, latency_s
+        finally:
+            replay.kill()
+            replay.wait()
+            node.stop(timeout=5.0)
 
 
 def main() -> int:

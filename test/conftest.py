@@ -71,3 +71,15 @@ def _no_process_outlives_its_test():
     before = running_processes()
     yield
     stop_all_processes(keep=before)
+
+
+def flattened_parameters(tree: dict, prefix: str = "") -> dict:
+    """A params file's ``ros__parameters`` block as ROS names its parameters (nested keys joined
+    with dots: ``{'calibration': {'fx': 200.0}}`` -> ``{'calibration.fx': 200.0}``)."""
+    result = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            result.update(flattened_parameters(value, f"{prefix}{key}."))
+        else:
+            result[f"{prefix}{key}"] = value
+    return result

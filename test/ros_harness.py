@@ -222,17 +222,22 @@ def check_worker_restart_reported(killed_pid: int, values: dict, node: "NodeProc
 
 
 @contextlib.contextmanager
-def client_node(name: str, monkeypatch):
-    """A real rclpy node in the test process, in a ROS domain of its own.
+def client_node(name: str, monkeypatch=None):
+    """A real rclpy node in this process, in a ROS domain of its own.
 
-    Yields (environment for the processes it talks to, node, executor); shuts down after.
+    Yields (environment for the processes it talks to, node, executor); shuts down after. The
+    domain is set in this process's environment through pytest's ``monkeypatch`` (undone after the
+    test), or for good without it (a benchmark's process).
     """
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
 
     env = ros_environment()
     for key in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE"):
-        monkeypatch.setenv(key, env[key])
+        if monkeypatch is not None:
+            monkeypatch.setenv(key, env[key])
+        else:
+            os.environ[key] = env[key]
     context = rclpy.Context()
     rclpy.init(context=context)
     node = rclpy.create_node(name, context=context)

@@ -17,7 +17,7 @@ from dvs_msgs.msg import EventArray  # noqa: E402
 from geometry_msgs.msg import PoseStamped  # noqa: E402
 from sensor_msgs.msg import Image, PointCloud2  # noqa: E402
 
-from conftest import REPOSITORY_ROOT  # noqa: E402
+from conftest import REPOSITORY_ROOT, flattened_parameters  # noqa: E402
 from focus_ros import codecs  # noqa: E402
 from focus_ros.events import Events  # noqa: E402
 from focus_ros.poses import Trajectory  # noqa: E402
@@ -43,14 +43,7 @@ def test_params_file_lists_every_parameter_with_its_default():
     from focus_ros.ros.event_input import EventInputSettings
     from focus_ros.settings import declared, to_parameter_value
 
-    def flatten(tree, prefix=""):
-        for key, value in tree.items():
-            if isinstance(value, dict):
-                yield from flatten(value, prefix + key + ".")
-            else:
-                yield prefix + key, value
-
-    listed = dict(flatten(yaml.safe_load(PARAMS_FILE.read_text())["/**"]["ros__parameters"]))
+    listed = flattened_parameters(yaml.safe_load(PARAMS_FILE.read_text())["/**"]["ros__parameters"])
     defaults = {item.parameter: to_parameter_value(item, item.default)
                 for settings_class in (EventInputSettings, RunnerSettings, *SETTINGS_CLASSES)
                 for item in declared(settings_class) if item.parameter is not None}

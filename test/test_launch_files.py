@@ -40,7 +40,7 @@ pytest.importorskip("dvs_msgs.msg", reason="interface packages not built: run `m
 from rcl_interfaces.msg import ParameterType  # noqa: E402
 from rcl_interfaces.srv import DescribeParameters, GetParameters  # noqa: E402
 
-from conftest import REPOSITORY_ROOT  # noqa: E402
+from conftest import REPOSITORY_ROOT, flattened_parameters  # noqa: E402
 from launch_stand_in import load_launch_file  # noqa: E402
 from ros_harness import PACKAGE, NodeProcess, client_node, install_prefix, spin_until  # noqa: E402
 
@@ -181,17 +181,9 @@ def expected_type(value) -> int:
 def parameters_from_file(path: Path, node_name: str) -> dict:
     content = yaml.safe_load(path.read_text()) or {}
     values = {}
-
-    def flatten(tree, prefix=""):
-        for key, value in tree.items():
-            if isinstance(value, dict):
-                flatten(value, f"{prefix}{key}.")
-            else:
-                values[prefix + key] = value
-
     for key in ("/**", node_name, "/" + node_name):
         if key in content:
-            flatten(content[key].get("ros__parameters", {}))
+            values.update(flattened_parameters(content[key].get("ros__parameters", {})))
     return values
 
 

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import yaml
 
+from conftest import flattened_parameters
 from focus_ros.camera import SENSORS
 from focus_ros.cli import main
 from focus_ros.sources.bags import bag_topics, iter_bag_events, open_bag, read_bag, read_bag_calibration
@@ -300,17 +301,6 @@ CONFIG_FILES = {"davis240c.yaml": ("davis240c", "/dvs/events", "/dvs/camera_info
                 "evk4_metavision.yaml": ("imx636", "/event_camera/events", "/event_camera/camera_info")}
 
 
-def flattened(tree: dict, prefix: str = "") -> dict:
-    """A params file's parameters as ROS names them ('calibration.fx': value)."""
-    result = {}
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            result.update(flattened(value, f"{prefix}{key}."))
-        else:
-            result[f"{prefix}{key}"] = value
-    return result
-
-
 def test_every_sensor_has_a_config_file_and_every_config_file_a_sensor():
     configs = {path.name for path in (REPOSITORY / "config").glob("*.yaml")
                if path.name != "generic_template.yaml" and not path.name.startswith(("depth", "optical_flow"))}
@@ -331,7 +321,7 @@ def test_config_file_names_only_declared_parameters_and_the_sensors_calibration(
 
     path = REPOSITORY / "config" / name
     loaded = parameter_dict_from_yaml_file(str(path), use_wildcard=True)
-    assert set(loaded) == set(flattened(yaml.safe_load(path.read_text())["/**"]["ros__parameters"]))
+    assert set(loaded) == set(flattened_parameters(yaml.safe_load(path.read_text())["/**"]["ros__parameters"]))
     values = {key: parameter_value_to_python(parameter.value) for key, parameter in loaded.items()}
     assert set(values) <= set(INPUT_PARAMETERS) | set(NODE_PARAMETERS), set(values) - set(INPUT_PARAMETERS)
     sensor, _, camera_info_topic = CONFIG_FILES[name]

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import pytest
 import yaml
 
+from conftest import flattened_parameters
 from focus_ros.cli._settings import add_setting_options, settings_from_options
 from focus_ros.settings import declared, from_parameter_value, setting, settings_from_values, to_parameter_value
 
@@ -147,14 +148,6 @@ def test_the_parameters_template_and_reference_are_what_the_code_makes():
     assert stale == [], "run `python -m focus_ros.ros.parameter_reference --write`"
 
 
-def flattened(tree, prefix=""):
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            yield from flattened(value, prefix + key + ".")
-        else:
-            yield prefix + key, value
-
-
 @pytest.mark.parametrize("node_name", ["angular_velocity_node", "optical_flow_node", "depth_node"])
 def test_every_parameter_a_node_declares_is_in_the_template_at_its_default(node_name, context):
     """A real node's declared parameters (rclpy's own list) are exactly the template's /** block and
@@ -165,8 +158,8 @@ def test_every_parameter_a_node_declares_is_in_the_template_at_its_default(node_
     from focus_ros.ros.parameter_reference import NODES, REPOSITORY, TEMPLATE_PATH
 
     template = yaml.safe_load((REPOSITORY / TEMPLATE_PATH).read_text())
-    listed = {**dict(flattened(template["/**"]["ros__parameters"])),
-              **dict(flattened(template[node_name]["ros__parameters"]))}
+    listed = {**flattened_parameters(template["/**"]["ros__parameters"]),
+              **flattened_parameters(template[node_name]["ros__parameters"])}
     module = importlib.import_module(NODES[node_name])
     node_class = next(value for name, value in vars(module).items()
                       if isinstance(value, type) and name.endswith("Node") and value.__module__ == module.__name__)
