@@ -17,6 +17,7 @@ test is a real rclpy node on loopback. Checked here (issues 22 and 23):
 from __future__ import annotations
 
 import os
+import re
 import signal
 
 import numpy as np
@@ -157,26 +158,33 @@ def test_an_estimator_killed_while_no_events_flow_is_reported_at_once(ros):
 
 @pytest.fixture(scope="module")
 def one_second_bag(tmp_path_factory):
-    """1 s of the simulator's short rotation (DAVIS240C, about 70 windows of 30,000 events), as a
-    ROS 2 bag of 4,000-event messages (about 1 ms each, as a driver publishes) with camera_info."""
+    """1 s of the simulator's short rotation (DAVIS240C, about 37 windows of 30,000 events), as a
+    ROS 2 bag of 4,000-event messages (about 1 ms each, as a driver publishes) with camera_info;
+    and the bag's event times (ns)."""
     from focus_ros.sources.bags import write_bag
     from focus_ros.sources.simulator import simulate_preset
 
     recording = simulate_preset("rotation_short", duration_s=1.0, seed=5)
     path = tmp_path_factory.mktemp("cold") / "one_second.bag2"
     write_bag(path, recording, version=2, storage="mcap", events_per_message=4000)
-    return path, len(recording.events)
+    return path, np.asarray(recording.events.t, dtype=np.int64)
 
 
 def test_a_bag_played_the_moment_the_node_starts_is_estimated_from_its_first_window(
         one_second_bag, tmp_path, monkeypatch):
     """`ros2 run` the node and, at the same moment, play a 1-s bag at real time (the README's
-    replay): the node is ready from the first event — at least 90 % of the bag's windows are
-    estimated (live policy, newest), counted by the node itself on /diagnostics."""
+    replay): the events come while the node's estimator process is still starting (ready about
+    1.5 s after the node's start: bench_first_output.py), and the node is ready from the first
+    event — the first estimate it publishes, said in its log, is of the bag's first window (30,000
+    events, live policy ``newest``), and every window cut is accounted for on /diagnostics. How
+    many of the later windows a machine keeps up with at real time is its speed (the live policy
+    drops what it cannot estimate in time): measured by bench_first_output.py, not asserted here.
+    Read from the node's log, not from /angular_velocity: a subscriber's discovery of the topic
+    can take longer than the bag (about 2 s with Fast DDS here)."""
     from ros_harness import NodeProcess, client_node, executable
 
-    bag, event_count = one_second_bag
-    windows = event_count // 30000
+    bag, event_times_ns = one_second_bag
+    window_events = 30000
     with client_node("cold_start_client", monkeypatch) as (env, client, executor):
         reports = []
         client.create_subscription(DiagnosticArray, "/diagnostics", reports.append, 10)
@@ -203,9 +211,11 @@ def test_a_bag_played_the_moment_the_node_starts_is_estimated_from_its_first_win
             assert spin_until(executor, completed, 30.0), (latest_values(reports), node.log())
             spin_until(executor, lambda: False, 2.5)  # the last window's result and one more report
             values = latest_values(reports)
-    # the bag reached the node (under load a message or two may be lost on the way, before the
-    # node: not what this test is about), and its windows were estimated, not dropped
-    assert int(values["events_received"]) >= 0.95 * event_count, values
-    estimated = int(values["windows_processed"]) + int(values["degenerate_windows"])
-    assert estimated >= 0.9 * int(values["windows_completed"]) and estimated >= 0.9 * 0.95 * windows, \
-        (values, node.log())
+    # the whole bag reached the node, its windows cut as in the bag
+    assert int(values["events_received"]) == len(event_times_ns), values
+    assert int(values["windows_completed"]) == len(event_times_ns) // window_events, values
+    first = re.search(r"first estimate published \(stamp (\d+) ns\)", node.log())
+    assert first is not None, node.log()
+    assert event_times_ns[0] <= int(first.group(1)) <= event_times_ns[window_events - 1], \
+        (f"the first estimate published is not of the bag's first window ({event_times_ns[0]}-"
+         f"{event_times_ns[window_events - 1]} ns)", values, node.log())

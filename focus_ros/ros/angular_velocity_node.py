@@ -236,6 +236,7 @@ class AngularVelocityNode(EstimatingNode):
         frame_id = self.get_parameter("frame_id").value or self._input.frame_id
         stamp = messages.time_from_ns(estimate.t_ref_ns)
         self._twist_publisher.publish(messages.twist_stamped(omega, stamp, frame_id))
+        self.say_first_output("estimate", estimate.t_ref_ns)
         if job.extra:  # estimated with its covariance: someone subscribed to imu or twist
             self._imu_publisher.publish(messages.imu_message(omega, estimate.covariance, stamp, frame_id))
             self._twist_covariance_publisher.publish(messages.twist_with_covariance(omega, estimate.covariance,

@@ -267,6 +267,7 @@ class DepthNode(EstimatingNode):
             points, frame = points_in_camera_frame(keyframe), camera_frame
         self._outputs["points"].publish(depth_messages.point_cloud(points, keyframe.point_confidence, depths, stamp,
                                                                    frame))
+        self.say_first_output("cloud", keyframe.t_ref_ns)
         self._outputs["image"].publish(messages.float_image(keyframe.depth_m, stamp, camera_frame))
         self._outputs["confidence"].publish(messages.float_image(keyframe.confidence, stamp, camera_frame))
         if images is not None:  # for people, only when watched: drawn where the estimator ran

@@ -62,6 +62,16 @@ class EstimatingNode(FocusNode):
         super().__init__(name, **kwargs)
         declare_settings(self, RunnerSettings)
         self._diagnostics_publisher = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self._first_output_said = False
+
+    def say_first_output(self, what: str, stamp_ns: int) -> None:
+        """Say once, at the moment, that the node published its first ``what`` (of the events at
+        ``stamp_ns``, ns): after a start, when it was ready and from which events, read from the
+        node's own log (benchmarks/bench_first_output.py), not from when a subscriber happened to
+        discover the topic."""
+        if not self._first_output_said:
+            self._first_output_said = True
+            self.get_logger().info(f"first {what} published (stamp {stamp_ns} ns)")
 
     def runner_options(self) -> dict:
         """The :class:`~focus_ros.runtime.EstimatorRunner` options the runner's

@@ -182,6 +182,7 @@ class OpticalFlowNode(EstimatingNode):
         stamp = messages.time_from_ns(estimate.t_ref_ns)
         self._flow_publisher.publish(messages.float_image(estimate.flow_image(), stamp, frame_id))
         self._confidence_publisher.publish(messages.float_image(estimate.confidence_image(), stamp, frame_id))
+        self.say_first_output("flow", estimate.t_ref_ns)
         counts = OpticalFlowPipeline.take(estimate)
         with self._lock:
             self._windows_processed += 1
