@@ -20,6 +20,20 @@ iteration / evaluation caps. Costs are minimised: to maximise a score pass its n
 The line search does not resolve a step finer than step_tolerance (in theta units): on
 a focus landscape made of bilinear-voting kinks, finer steps only chase that noise.
 
+Kinks: the cost is piecewise smooth (bilinear voting; the losses' own kinks, e.g. the mean
+absolute deviation's |I - mean|), so its gradient jumps across ridges where the pieces meet.
+At a point beside such a ridge the gradient is that of one piece only, and no step along it
+need decrease the cost although the cost still decreases nearby. CG and BFGS do not stop
+there: when a line search along the steepest descent finds no decrease, they descend along
+the shortest vector in the convex hull of the gradients at the point and at that search's
+trial points (gradient sampling, Burke, Lewis & Overton, SIAM J. Optim. 15(3), 2005: a
+descent direction of every piece sampled), adding each failed search's gradients to the
+sample, for at most P more line searches. They stop where that shortest vector is below
+gradient_tolerance (a stationary point of the non-smooth cost to that precision) or no
+sampled direction decreases the cost. On the synthetic known-rotation test this took the
+mean absolute deviation from a stop 0.35 rad/s short of its optimum to 0.05 rad/s from the
+truth (docs/evaluation/angular_velocity.md, "Losses whose optimizer stalled").
+
 Warm starts (a sequence of similar problems, e.g. consecutive event windows): the result
 carries ``inverse_hessian``, an estimate of the cost's inverse Hessian at the minimiser
 (BFGS: its matrix; CG: a Barzilai-Borwein s.y / y.y times the identity); passing it as
@@ -146,13 +160,15 @@ def _cubic_minimiser(a, fa, da, b, fb, db) -> float:
 
 
 def line_search(function: _CountingFunction, x, value, gradient, direction, step,
-                settings: OptimizerSettings, curvature_tolerance: float | None = None):
+                settings: OptimizerSettings, curvature_tolerance: float | None = None,
+                trials: list | None = None):
     """Find alpha > 0 with sufficient decrease and |c'(alpha)| <= tol |c'(0)| along direction
     (tol = curvature_tolerance, default settings.line_search_tolerance), starting at ``step``.
 
     Returns (alpha, value, gradient) of the accepted point, or of the best point seen when
     the budget runs out or the bracket is narrower than settings.step_tolerance (alpha = 0
-    if nothing decreased the cost).
+    if nothing decreased the cost). ``trials``: a list the gradient at every trial point is
+    appended to (the gradients sampled around x when the search fails: module docstring, "Kinks").
     """
     tolerance = settings.line_search_tolerance if curvature_tolerance is None else curvature_tolerance
     slope0 = _dot(gradient, direction)
@@ -167,6 +183,8 @@ def line_search(function: _CountingFunction, x, value, gradient, direction, step
             break
         trial_value, trial_gradient = function(x + alpha * direction)
         trial_slope = _dot(trial_gradient, direction)
+        if trials is not None:
+            trials.append(trial_gradient)
         if trial_value < best[1]:
             best = (alpha, trial_value, trial_gradient)
         previous_low, previous_slope = low, low_slope
@@ -193,6 +211,78 @@ def line_search(function: _CountingFunction, x, value, gradient, direction, step
         margin = 0.1 * (upper - lower)
         alpha = min(max(candidate, lower + margin), upper - margin)
     return best
+
+
+def shortest_in_hull(vectors) -> np.ndarray:
+    """The shortest vector in the convex hull of ``vectors`` (each (P,)): Wolfe's
+    minimum-norm-point algorithm (Math. Programming 11, 1976), exact up to rounding. Keeps a
+    corral of affinely independent vectors with positive weights; adds the vector most
+    opposed to the current point until none is (x.v >= x.x for every v: x is the shortest)."""
+    points = [np.asarray(vector, dtype=np.float64) for vector in vectors]
+    squares = [_dot(point, point) for point in points]
+    tolerance = 1e-12 * max(squares)
+    corral = [int(np.argmin(squares))]
+    weights = np.ones(1)
+    x = points[corral[0]]
+    for _ in range(10 * len(points)):  # each added vector lowers |x|: far fewer rounds suffice
+        index = min(range(len(points)), key=lambda i: _dot(x, points[i]))
+        if index in corral or _dot(x, points[index]) >= _dot(x, x) - tolerance:
+            break
+        corral.append(index)
+        weights = np.append(weights, 0.0)
+        while True:  # the affine hull's nearest point to 0, kept inside the convex hull
+            matrix = np.array([points[i] for i in corral])
+            size = len(corral)
+            system = np.ones((size + 1, size + 1))
+            system[:size, :size] = matrix @ matrix.T
+            system[size, size] = 0.0
+            right = np.zeros(size + 1)
+            right[size] = 1.0
+            affine = np.linalg.lstsq(system, right, rcond=None)[0][:size]
+            if np.all(affine > 1e-12):
+                weights = affine
+                break
+            leaving = affine <= 1e-12  # move from weights towards affine until a weight reaches 0
+            share = min(1.0, float(np.min(weights[leaving] / (weights[leaving] - affine[leaving]))))
+            weights = share * affine + (1.0 - share) * weights
+            kept = weights > 1e-12
+            corral = [i for i, keep in zip(corral, kept) if keep]
+            weights = weights[kept]
+        x = sum(weight * points[i] for weight, i in zip(weights, corral))
+    return np.array(x, dtype=np.float64)
+
+
+def _descent_step(function: _CountingFunction, x, value, gradient, direction, step, settings: OptimizerSettings,
+                  steepest: bool, curvature_tolerance: float | None = None):
+    """The line search of CG and BFGS along ``direction`` from x, and when it finds no decrease
+    although ``direction`` is the steepest descent (``steepest``), the sampled descent: along
+    minus the shortest vector in the convex hull of the gradients at x and at the failed
+    searches' trial points, each failed search adding its own, for at most len(x) more line
+    searches (module docstring, "Kinks").
+
+    Returns (alpha, direction, value, gradient, stop): the step taken is alpha * direction
+    (alpha = 0: none; past a kink, direction is the sampled one), value and gradient are those
+    at its end, and stop is (message, converged) when the optimizer ends here, else None.
+    """
+    samples = []
+    alpha, new_value, new_gradient = line_search(function, x, value, gradient, direction, step, settings,
+                                                 curvature_tolerance, samples)
+    if alpha > 0.0 or not steepest:
+        return alpha, direction, new_value, new_gradient, None
+    for _ in range(len(x)):
+        shortest = shortest_in_hull([gradient] + samples)
+        norm = math.sqrt(_dot(shortest, shortest))
+        if norm <= settings.gradient_tolerance:
+            return 0.0, direction, value, gradient, ("sampled gradient norm below tolerance (a kink of the cost)", True)
+        if function.evaluations >= settings.max_evaluations:
+            return 0.0, direction, value, gradient, ("evaluation cap reached", False)
+        sampled = -shortest  # a descent direction: gradient.shortest >= |shortest|^2 > 0
+        alpha, new_value, new_gradient = line_search(function, x, value, gradient, sampled,
+                                                     settings.initial_step / norm, settings, trials=samples)
+        if alpha > 0.0:
+            return alpha, sampled, new_value, new_gradient, None
+    return 0.0, direction, value, gradient, (
+        "no decrease along the steepest descent nor the sampled gradients' (at a minimum to precision)", True)
 
 
 def _rayleigh_step(inverse_hessian, gradient) -> float | None:
@@ -255,16 +345,20 @@ def conjugate_gradient(function: CostFunction, x0, settings: OptimizerSettings =
             direction = -gradient
             slope = -gradient_norm_sq
             since_restart = 0
-        alpha, new_value, new_gradient = line_search(counted, x, value, gradient, direction, step, settings)
+        alpha, taken, new_value, new_gradient, stop = _descent_step(counted, x, value, gradient, direction, step,
+                                                                    settings, since_restart == 0)
         iterations += 1
+        if stop:
+            message, converged = stop
+            break
         if alpha == 0.0:
-            if since_restart == 0:
-                message, converged = "no decrease along the steepest descent (at a minimum to precision)", True
-                break
             direction = -gradient  # retry along steepest descent
             since_restart = 0
             step = settings.initial_step / max(math.sqrt(gradient_norm_sq), 1e-300)
             continue
+        if taken is not direction:  # past a kink along the sampled descent: restart after it
+            direction, slope = taken, _dot(gradient, taken)
+            since_restart = len(x) - 1
         step_vector = alpha * direction
         x = x + step_vector
         value_change = value - new_value
@@ -331,13 +425,14 @@ def bfgs(function: CostFunction, x0, settings: OptimizerSettings = OptimizerSett
             matrix = settings.initial_step / math.sqrt(gradient_norm_sq) * np.eye(size)
             direction = -_matrix_vector(matrix, gradient)
             steepest = True
-        alpha, new_value, new_gradient = line_search(counted, x, value, gradient, direction, 1.0, settings,
-                                                     settings.quasi_newton_line_search_tolerance)
+        alpha, direction, new_value, new_gradient, stop = _descent_step(
+            counted, x, value, gradient, direction, 1.0, settings, steepest,
+            settings.quasi_newton_line_search_tolerance)
         iterations += 1
+        if stop:
+            message, converged = stop
+            break
         if alpha == 0.0:
-            if steepest:
-                message, converged = "no decrease along the steepest descent (at a minimum to precision)", True
-                break
             matrix = settings.initial_step / math.sqrt(gradient_norm_sq) * np.eye(size)  # retry: steepest descent
             steepest = True
             continue

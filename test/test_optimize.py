@@ -10,7 +10,9 @@ from focus_ros.camera import Calibration
 from focus_ros.estimators.angular_velocity import AngularVelocityEstimator, AngularVelocitySettings
 from focus_ros.events import Events
 from focus_ros.losses import LOSSES, get_loss
-from focus_ros.optimize import REAL_TIME_SETTINGS, OptimizerSettings, conjugate_gradient, lbfgs, minimize
+from focus_ros.objective import Objective
+from focus_ros.optimize import (REAL_TIME_SETTINGS, OptimizerSettings, conjugate_gradient, lbfgs, minimize,
+                                shortest_in_hull)
 from focus_ros.warps import rotation_matrix
 from test_objective import load_slice
 
@@ -79,6 +81,61 @@ def test_conjugate_gradient_on_rosenbrock_and_caps():
     assert lbfgs(rosenbrock, np.array([-1.2, 1.0]), settings).value < 1e-8
 
 
+def test_shortest_vector_in_a_convex_hull():
+    assert np.allclose(shortest_in_hull([np.array([1.0, 1.0]), np.array([1.0, -1.0])]), [1.0, 0.0])
+    assert np.allclose(shortest_in_hull([np.array([2.0, 0.0]), np.array([-1.0, 0.0])]), [0.0, 0.0])
+    assert np.allclose(shortest_in_hull([np.array([3.0, 4.0])]), [3.0, 4.0])
+    corners = [np.eye(3)[i] for i in range(3)] + [np.full(3, 2.0)]
+    assert np.allclose(shortest_in_hull(corners), np.full(3, 1.0 / 3.0))
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        vectors = rng.normal(size=(rng.integers(1, 12), 3)) + rng.normal(size=3)
+        shortest = shortest_in_hull(list(vectors))
+        # the shortest: every vector (hence the hull) lies beyond the plane through it normal to it
+        assert np.all(vectors @ shortest >= shortest @ shortest - 1e-9 * np.max(np.sum(vectors ** 2, axis=1)))
+
+
+def _kinked(x):
+    """5 |x_1| + (x_0 - 3)^2 / 2: a kink along x_1 = 0, the minimum at (3, 0). On the kink the
+    gradient is that of the side x_1 >= 0 (bilinear voting also gives one piece's gradient)."""
+    side = 1.0 if x[1] >= 0.0 else -1.0
+    return 5.0 * abs(x[1]) + 0.5 * (x[0] - 3.0) ** 2, np.array([x[0] - 3.0, 5.0 * side])
+
+
+@pytest.mark.parametrize("method", ["cg", "bfgs"])
+def test_optimizers_go_on_along_a_kink_the_steepest_descent_crosses(method):
+    """From (0, 0), on the kink, the steepest descent (3, -5) crosses it at once: no step along
+    it decreases the cost. The optimizers stopped there ("no decrease along the steepest
+    descent"); they now descend along the shortest combination of the gradients sampled on
+    both sides (focus_ros.optimize, "Kinks"): along the kink, to the minimum (BFGS to 0.03 of
+    it, where its steps across the kink fall below the step tolerance)."""
+    result = minimize(_kinked, np.zeros(2), method)
+    assert result.value < 0.01 < _kinked(np.zeros(2))[0], (result.x, result.message)
+    assert abs(result.x[0] - 3.0) < 0.05 and abs(result.x[1]) < 1e-3, (result.x, result.message)
+    assert result.converged
+
+
+def test_conjugate_gradient_goes_on_where_it_stalled_on_the_mean_absolute_deviation(synthetic):
+    """The case that stalled: CG on the mean absolute deviation of the synthetic edges (no
+    polarity, unblurred IWE, the cost scaled by the start's score: the estimator's
+    configuration), from 0.7 x the truth. It stopped 0.35 rad/s off at a score below the
+    truth's (0.76436 < 0.76469), "no decrease along the steepest descent", beside a kink of
+    the loss; it now reaches the loss's peak, which lies near the truth."""
+    calibration, events = synthetic
+    objective = Objective(calibration, get_loss("mean_absolute_deviation"), use_polarity=False)
+    objective.set_events(events, int(events.t[0]))
+    start = TRUE_OMEGA * 0.7
+    scale = objective.value(start)
+
+    def cost(omega):
+        evaluation = objective.evaluate(omega)
+        return -evaluation.value / scale, -evaluation.gradient / scale
+
+    result = conjugate_gradient(cost, start)
+    assert -result.value * scale > objective.value(TRUE_OMEGA)
+    assert np.linalg.norm(result.x - TRUE_OMEGA) < 0.3, (result.x, result.message)
+
+
 def synthetic_rotation_events(calibration: Calibration, omega=TRUE_OMEGA, count=20_000, seed=7) -> Events:
     """Events of edges at infinity seen by a camera rotating at constant omega (rad/s).
 
@@ -115,17 +172,42 @@ def synthetic():
 
 
 #: known failures on the synthetic edges, measured and reported, not hidden by a looser
-#: tolerance. These statistical losses see the unblurred IWE by default; they fail with and
-#: without the 1-px blur. The reasons were measured with the blur: in every case the score at
-#: the estimate is above the score at the truth, i.e. the loss's own peak is off on this scene
-#: (not the optimizer stopping early; a gradient tolerance of 1e-6 gives the same estimates).
-#: range_exponential fails only with the blur (peak 0.33 rad/s off), not by default.
+#: tolerance: losses whose own focus peak is off the truth in the configuration the test runs
+#: (the statistical MAV and entropy on the unblurred IWE, the spatial local MAV with the 1-px
+#: blur; docs/evaluation/angular_velocity.md, "Losses whose optimizer stalled", has the
+#: measurements). Each fails the recovery's assertions (xfail with raises=AssertionError) after
+#: the test has checked that it fails as documented here (:func:`_check_documented_failure`,
+#: pytest.fail otherwise). (The mean absolute deviation was here: its optimizer stalled on a kink,
+#: not its peak.) range_exponential fails only with the blur (peak 0.33 rad/s off), not by default.
 WEAK_ON_SYNTHETIC = {
-    "mean_absolute_deviation": "the loss's peak is 0.36 rad/s off (omega_z 1.14 instead of 1.5)",
-    "mean_absolute_value": "the loss's peak is 0.57 rad/s off in omega_z on this scene",
-    "entropy": "the loss's highest peak found lies at omega_z = -11.6 rad/s (score 1.215 > 1.144 at the truth)",
-    "local_mean_absolute_value": "the loss's peak is 0.57 rad/s off in omega_z on this scene",
+    "mean_absolute_value": "the loss's peak is 0.62-0.71 rad/s off (omega_z 0.80-0.91): the estimate, 0.63 "
+                           "off, scores 0.42821 > 0.42795 at the truth",
+    "entropy": "no motion scores 1.821 > 1.696 at the truth, which is no peak (the loss's peaks found lie "
+               "5-6 rad/s off): the optimum found (7.4 rad/s off, 1.719) is withheld as a flat focus",
+    "local_mean_absolute_value": "the loss's peak is 0.20-0.28 rad/s off (17575.3 > 17570.9 at the truth); the "
+                                 "estimate stops at a local peak 0.57 off, 17572.7",
 }
+
+
+def _check_documented_failure(name, estimator, events, estimate):
+    """The failure WEAK_ON_SYNTHETIC documents for this loss: the score at the estimate above
+    the score at the truth, the estimate 0.3 rad/s off or more (entropy: no motion scores above
+    the truth, the estimate is withheld as a flat focus). pytest.fail, not an AssertionError, when
+    it has changed: the xfail expects AssertionError only."""
+    estimator.objective.set_events(events, int(events.t[0]))
+
+    def score(omega):
+        return estimator.loss.sign * estimator.objective.value(np.asarray(omega, dtype=np.float64))
+
+    at_truth = score(TRUE_OMEGA)
+    if name == "entropy":
+        documented = score(np.zeros(3)) > at_truth and estimate.withheld == "flat_focus"
+    else:
+        documented = (not estimate.degenerate and score(estimate.angular_velocity) > at_truth
+                      and np.linalg.norm(estimate.angular_velocity - TRUE_OMEGA) >= 0.3)
+    if not documented:
+        pytest.fail(f"{name} no longer fails as documented ({WEAK_ON_SYNTHETIC[name]}): estimate "
+                    f"{estimate.angular_velocity}, {estimate.withheld or 'published'}, score at the truth {at_truth}")
 
 
 def _usable_cases():
@@ -136,7 +218,7 @@ def _usable_cases():
             polarity = False
         marks = ()
         if name in WEAK_ON_SYNTHETIC:
-            marks = pytest.mark.xfail(strict=True, reason=WEAK_ON_SYNTHETIC[name])
+            marks = pytest.mark.xfail(strict=True, raises=AssertionError, reason=WEAK_ON_SYNTHETIC[name])
         yield pytest.param(name, polarity, id=f"{name}-{'pol' if polarity else 'nopol'}", marks=marks)
 
 
@@ -146,6 +228,8 @@ def test_each_usable_loss_recovers_a_known_angular_velocity(synthetic, name, pol
     estimator = AngularVelocityEstimator(calibration, AngularVelocitySettings(
         loss=name, use_polarity=polarity, t_ref="start"))
     estimate = estimator.estimate(events, initial=TRUE_OMEGA * 0.7)
+    if name in WEAK_ON_SYNTHETIC:
+        _check_documented_failure(name, estimator, events, estimate)
     assert not estimate.degenerate, estimate.message
     # Tolerance: events are rounded to integer pixels (+-0.5 px). An error d omega moves
     # the window's last events by ~ f |d omega| T = 200 px * 0.3 rad/s * 10 ms = 0.6 px
