@@ -100,19 +100,26 @@ def simulate_rotation(sensor: str, peak_deg_s: float, duration_s: float, seed: i
     return simulator.simulate()
 
 
-def cached_sequence(run: SensorRun, cache: Path):
-    """The run's recording (events, imu, calibration), simulated once into ``cache``."""
-    path = cache / f"{run.sensor}_{run.peak_deg_s:g}_{run.duration_s:g}.pickle"
+def cached_recording(path: Path, simulate, what: str):
+    """A recording simulated once (``simulate()``, said on stderr as ``what``) into the pickle
+    ``path``, without its depth maps, and read from it after that."""
     if path.exists():
         with open(path, "rb") as file:
             return pickle.load(file)
-    cache.mkdir(parents=True, exist_ok=True)
-    print(f"simulating {run.duration_s:g} s of {run.sensor} (cached in {path}) ...", flush=True)
-    recording = simulate_rotation(run.sensor, run.peak_deg_s, run.duration_s)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    print(f"simulating {what} (cached in {path}) ...", file=sys.stderr, flush=True)
+    recording = simulate()
     recording.depth_maps = None
     with open(path, "wb") as file:
         pickle.dump(recording, file)
     return recording
+
+
+def cached_sequence(run: SensorRun, cache: Path):
+    """The run's recording (events, imu, calibration), simulated once into ``cache``."""
+    return cached_recording(cache / f"{run.sensor}_{run.peak_deg_s:g}_{run.duration_s:g}.pickle",
+                            lambda: simulate_rotation(run.sensor, run.peak_deg_s, run.duration_s),
+                            f"{run.duration_s:g} s of {run.sensor}")
 
 
 def driver_messages(events, calibration, encoding: str) -> list[tuple[float, bytes]]:

@@ -69,7 +69,8 @@ def evaluate_sequence(preset: str, seed: int, duration_s: float, camera: str, wi
     estimator = AngularVelocityEstimator(calibration, pipeline.settings)
     errors, covariances, counts, spans, windows = [], [], [], [], 0
     started = time.process_time()
-    for job, outcome in pipeline.run([recording.events], estimator.estimate):
+    for job, outcome in pipeline.run([recording.events], lambda events: estimator.estimate(events, covariance=True),
+                                     reset=estimator.reset):
         windows += 1
         if not outcome.publish:
             continue

@@ -76,6 +76,11 @@ class CountWindowCutter:
         self._pending_count = len(rest)
         return windows
 
+    def held_window(self) -> Events:
+        """The events held for the next window, not yet a window (oldest first; they stay held):
+        at the end of a stream shorter than one window, the whole stream."""
+        return Events.concatenate(self._pending)
+
 
 class DurationWindowCutter:
     """Cuts the events of [t0 + i stride, t0 + i stride + duration) for i = 0, 1, ... (ns;
@@ -122,6 +127,11 @@ class DurationWindowCutter:
         self._window_start = window_start
         self._buffer = buffer
         return windows
+
+    def held_window(self) -> Events:
+        """The events held for the next window, not yet a window (oldest first; they stay held):
+        at the end of a stream shorter than one window, the whole stream."""
+        return self._buffer
 
 
 def count_windows(batches: Iterable[Events], size: int, stride: int | None = None) -> Iterator[Events]:
@@ -173,23 +183,30 @@ class WindowRule:
     windows come: the camera turns ``rotation_deg`` within a window at the last estimate's speed
     (an image motion of about f times it, f the focal length in px, so that the error of a focused
     image, a fraction of a pixel, is the same small fraction of the motion on every sensor), with
-    enough events per IWE pixel, at most one output period apart; each window thinned to the
-    events the estimator takes in ``budget_share`` of the time between windows
-    (:class:`EventBudget`). Why each default: docs/design.md, section 6."""
+    enough events per IWE pixel and at most ``max_duration_s`` long (the motion changes within a
+    longer one), overlapping (a new window every ``stride_share`` of a window's length, at most one
+    output period apart: each window's warm start comes from closer by); each window thinned to
+    the events the estimator takes in ``budget_share`` of the time between windows
+    (:class:`EventBudget`). The defaults of ``events_per_pixel``, ``stride_share`` and
+    ``max_duration_s`` were chosen by measurement (benchmarks/eval_window_rules.py,
+    docs/evaluation/window_rules.md); why the others: docs/design.md, section 6."""
 
     rotation_deg: float = setting(3.0, "auto windows: the camera's rotation within a window at the last estimate's "
                                   "speed; an image motion of about f times it", unit="deg", minimum=0.1,
                                   maximum=90.0, option="--window-rotation-deg",
                                   parameter="window_rotation_deg")
-    events_per_pixel: float = setting(0.3, "a window grows until it holds this many events per IWE pixel",
+    events_per_pixel: float = setting(0.7, "a window grows until it holds this many events per IWE pixel",
                                       unit="events/px", minimum=0.0, option=None, parameter=None)
     cold_events_per_pixel: float = setting(0.7, "while the motion is unknown a window holds this many events per "
                                            "IWE pixel, at most one output period", unit="events/px", minimum=0.0,
                                            option=None, parameter=None)
     output_period_s: float = setting(0.02, "auto windows: at most this long between estimates", unit="s",
                                      minimum=0.001, maximum=1.0, option=None)
+    stride_share: float = setting(0.5, "auto windows: the stride between windows as a share of their length "
+                                  "(0.5: each event in two windows), at most one output period", minimum=0.05,
+                                  maximum=1.0, option=None, parameter=None)
     min_duration_s: float = setting(0.001, "the shortest window", unit="s", minimum=0.0, option=None, parameter=None)
-    max_duration_s: float = setting(0.1, "auto windows: the longest window, also while the camera stands still",
+    max_duration_s: float = setting(0.035, "auto windows: the longest window, also while the camera stands still",
                                     unit="s", minimum=0.001, maximum=10.0, option=None,
                                     parameter="max_window_duration_s")
     budget_share: float = setting(0.6, "the compute budget: the estimator's share of the time between windows",
@@ -218,8 +235,9 @@ class WindowRule:
         return int(round(1e9 * min(max(duration_s, self.min_duration_s), self.max_duration_s)))
 
     def stride_ns(self, duration_ns: int) -> int:
-        """Between two windows' reference times (ns): the duration, at most one output period."""
-        return int(min(duration_ns, round(1e9 * self.output_period_s)))
+        """Between two windows' reference times (ns): ``stride_share`` of the duration, at most one
+        output period."""
+        return int(min(round(duration_ns * self.stride_share), round(1e9 * self.output_period_s)))
 
 
 @dataclass
@@ -279,6 +297,17 @@ class SlotWindowCutter:
     def held_events(self) -> int:
         """Events held now (bounded, see the class docstring)."""
         return self._held
+
+    def held_window(self) -> CutWindow | None:
+        """The next window as far as the held events reach, thinned as the windows are (None: no
+        event held for it; the events stay held): at the end of a stream shorter than the first
+        window, the whole stream (within ``max_held_events``)."""
+        if not self._chunks:
+            return None
+        start = (int(self._chunks[0].t[0]) if self._centre_ns is None
+                 else self._centre_ns - min(self.duration_ns, self.max_duration_ns) // 2)
+        window = self._gather(start, int(self._chunks[-1].t[-1]) + 1)
+        return window if window.raw_count else None
 
     def push(self, batch: Events) -> list[CutWindow]:
         """Add a time-ordered batch; return the windows it completed (oldest first)."""
@@ -414,6 +443,8 @@ class AdaptiveWindows:
                                        rule.max_held_events)
         self.event_rate_hz: float | None = None
         self.angular_speed_rad_s: float | None = None
+        #: live: the estimator's time per event of a window (s, smoothed), None until measured
+        self.seconds_per_event: float | None = None
 
     @property
     def max_events(self) -> int:
@@ -443,6 +474,10 @@ class AdaptiveWindows:
         previous one's :meth:`after_estimate` (offline; see :meth:`SlotWindowCutter.cut`)."""
         return self.cutter.cut(batch)
 
+    def held_window(self) -> CutWindow | None:
+        """The next window as far as the held events reach (:meth:`SlotWindowCutter.held_window`)."""
+        return self.cutter.held_window()
+
     def after_estimate(self, window: CutWindow, angular_speed_rad_s: float | None,
                        estimator_s: float | None = None) -> None:
         """Plan the next windows from one window's outcome: the angular speed |omega| (rad/s)
@@ -454,14 +489,30 @@ class AdaptiveWindows:
         self.angular_speed_rad_s = angular_speed_rad_s
         if self.budget is not None and estimator_s is not None:
             self.budget.update(len(window.events), estimator_s)
+            if len(window.events) and estimator_s > 0 and np.isfinite(estimator_s):
+                measured = estimator_s / len(window.events)
+                self.seconds_per_event = (measured if self.seconds_per_event is None
+                                          else 0.7 * self.seconds_per_event + 0.3 * measured)
         self._plan()
 
     def _plan(self) -> None:
         duration = self.rule.duration_ns(self.pixels, self.angular_speed_rad_s, self.event_rate_hz)
-        self.cutter.duration_ns, self.cutter.stride_ns = duration, self.rule.stride_ns(duration)
+        self.cutter.duration_ns, self.cutter.stride_ns = duration, self._stride_ns(duration)
         if self.budget is not None:  # windows come every stride: each may take its share of that
             self.budget.target_s = self.rule.budget_share * self.cutter.stride_ns * 1e-9
         self.cutter.max_events = self.max_events
+
+    def _stride_ns(self, duration_ns: int) -> int:
+        """The rule's stride, or live a longer one (at most one output period) when the estimator
+        could not take the whole window within ``budget_share`` of it: overlapping windows cost
+        more estimates per second, and the compute goes first to the events of each window (the
+        windows are thinned only when one per output period is already too many for them)."""
+        stride_ns = self.rule.stride_ns(duration_ns)
+        if self.budget is None or self.seconds_per_event is None or not self.event_rate_hz:
+            return stride_ns
+        events = min(self.event_rate_hz * duration_ns * 1e-9, self.budget.maximum)
+        needed_ns = 1e9 * self.seconds_per_event * events / self.rule.budget_share
+        return int(min(max(stride_ns, needed_ns), round(1e9 * self.rule.output_period_s)))
 
 
 class RecentEvents:

@@ -3,8 +3,9 @@ from each estimate, counts what it withholds, and that the node and the command 
 on it, give the same outputs for the same input.
 
 The planning tests take estimates made for the purpose (a WindowEstimate says a speed, or why it
-was withheld): what is tested is the feedback, not the estimator. The last test runs the real
-node on a replayed bag and the real command line on the same bag."""
+was withheld): what is tested is the feedback, not the estimator. The runaway tests run the real
+estimator on a simulated jerk. The last test runs the real node on a replayed bag and the real
+command line on the same bag."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ from argparse import Namespace
 import numpy as np
 import pytest
 
+from conftest import slice_events
 from focus_ros.camera import Calibration
-from focus_ros.estimators.angular_velocity import WindowEstimate, real_time_settings
+from focus_ros.estimators.angular_velocity import (WITHHELD_REASONS, AngularVelocityEstimator, WindowEstimate,
+                                                   real_time_settings)
 from focus_ros.events import Events
 from focus_ros.settings import declared
 from focus_ros.pipelines.angular_velocity import (WINDOW_LOG_PERIOD_S, AngularVelocityPipeline, WindowSettings,
@@ -43,9 +46,15 @@ def estimate_of(speed_rad_s: float, withheld: str = "", iterations: int = 7) -> 
                           degenerate=bool(withheld), withheld=withheld, message=withheld)
 
 
-def auto_pipeline(live: bool = False, **windows) -> AngularVelocityPipeline:
+#: the rotation term of the auto rule on its own at these tests' event rates (the default rule's 0.7
+#: events per pixel would hold the windows at 30 ms here): 3 deg at the estimate's speed, one window
+#: per output period, up to 0.1 s
+ROTATION_RULE = WindowRule(events_per_pixel=0.3, stride_share=1.0, max_duration_s=0.1)
+
+
+def auto_pipeline(live: bool = False, rule: WindowRule = ROTATION_RULE, **windows) -> AngularVelocityPipeline:
     return AngularVelocityPipeline(CALIBRATION, real_time_settings(pixel_binning=0), WindowSettings(**windows),
-                                   live=live)
+                                   rule, live=live)
 
 
 def test_the_next_auto_window_holds_the_rule_s_rotation_at_the_estimate_s_speed():
@@ -55,8 +64,7 @@ def test_the_next_auto_window_holds_the_rule_s_rotation_at_the_estimate_s_speed(
     rate_hz = job.cut.raw_count / job.duration_s
     outcome = pipeline.take(job, estimate_of(2.0))
     assert outcome.publish and not outcome.withheld
-    rule = WindowRule()
-    assert pipeline.windows.duration_ns == rule.duration_ns(PIXELS, 2.0, rate_hz)
+    assert pipeline.windows.duration_ns == ROTATION_RULE.duration_ns(PIXELS, 2.0, rate_hz)
     # 3 deg at 2 rad/s: 26 ms, longer than the output period: windows overlap, one every 20 ms
     assert pipeline.windows.duration_ns == pytest.approx(np.deg2rad(3.0) / 2.0 * 1e9, rel=1e-6)
     assert pipeline.windows.stride_ns == 20_000_000
@@ -70,7 +78,7 @@ def test_withheld_estimates_plan_as_no_motion_or_as_unknown_and_are_counted_by_r
     little = pipeline.take(next(jobs), estimate_of(0.0, withheld="little_motion"))
     assert not little.publish and little.withheld == "little_motion"
     assert pipeline.windows.angular_speed_rad_s == 0.0  # the next window longer: the longest
-    assert pipeline.windows.duration_ns == int(WindowRule().max_duration_s * 1e9)
+    assert pipeline.windows.duration_ns == int(ROTATION_RULE.max_duration_s * 1e9)
     flat = pipeline.take(next(jobs), estimate_of(0.0, withheld="flat_focus"))
     assert not flat.publish and pipeline.windows.angular_speed_rad_s is None  # unknown: as at a start
     published = pipeline.take(next(jobs), estimate_of(3.0, iterations=5))
@@ -147,6 +155,133 @@ def test_the_node_and_command_line_defaults_are_the_real_time_settings():
         name: getattr(defaults, name) for name in ("max_iterations", "gradient_tolerance", "value_tolerance")}
     big = Calibration(1280, 720, 1000.0, 1000.0, 640.0, 360.0)
     assert AngularVelocityPipeline(big, real_time_settings(pixel_binning=0)).settings.pixel_binning == 2
+
+
+@pytest.mark.parametrize("windows, complete", [
+    ({}, 0),                             # auto: the first window is 0.7 events per IWE pixel (30,240) or 20 ms
+    ({"window_events": 60_000}, 0),
+    ({"window_duration_s": 0.01}, 0),
+    ({"window_events": 20_000}, 1),      # one window, then a tail of 10,000 events
+    ({"window_duration_s": 0.002}, 2),   # 5.5 ms: two windows of 2 ms, then a tail of 1.5 ms
+])
+def test_only_a_stream_that_gave_no_window_ends_with_its_events_as_one_partial_window(windows, complete):
+    """The 30,000 real events of boxes_rotation (5.5 ms) fed in messages of 1,000: a stream that
+    gave no complete window ends (finish) with all it held as one job, marked partial (auto windows:
+    thinned as any window, here not at all); one that gave windows ends with its tail unestimated."""
+    events = slice_events("boxes_rotation")
+    pipeline = auto_pipeline(**windows)
+    jobs = [job for start in range(0, len(events), 1000) for job in pipeline.feed(events[start:start + 1000])]
+    assert len(jobs) == complete and not any(job.partial for job in jobs)
+    whole = pipeline.finish()
+    if complete:
+        assert whole is None
+        return
+    assert whole.partial and whole.event_count == len(events) == 30_000
+    assert np.array_equal(whole.events.t, events.t) and np.array_equal(whole.events.x, events.x)
+    assert pipeline.finish() is None  # once
+
+
+# ----------------------------------------------------------------------------- runaways, real estimates
+
+#: the jerk the runaway tests simulate: the camera turning at 20 deg/s about a fixed axis turns at 600 deg/s
+#: 30 ms later (from 0.1 s on; a peak angular acceleration of 510 rad/s^2, beyond a hand-held camera's)
+JERK_AT_S, JERK_RISE_S, JERK_FROM, JERK_TO = 0.1, 0.03, np.deg2rad(20.0), np.deg2rad(600.0)
+
+
+def jerk_omega(t_s) -> np.ndarray:
+    """The jerk's angular velocity (rad/s, (N, 3)) at times t_s (s): a smoothstep from JERK_FROM to JERK_TO."""
+    rise = np.clip((np.atleast_1d(np.asarray(t_s, np.float64)) - JERK_AT_S) / JERK_RISE_S, 0.0, 1.0)
+    axis = np.array([0.6, -0.48, 0.64]) / np.linalg.norm([0.6, -0.48, 0.64])
+    return (JERK_FROM + (JERK_TO - JERK_FROM) * rise * rise * (3 - 2 * rise))[:, None] * axis[None]
+
+
+@pytest.fixture(scope="module")
+def jerk_recording():
+    """0.3 s of a simulated DAVIS240C in the textured panorama, through the jerk."""
+    from focus_ros.camera import sensor_model
+    from focus_ros.sources.scenes import PanoramaScene
+    from focus_ros.sources.simulator import EventSimulator, SensorConfig, Trajectory
+
+    return EventSimulator(PanoramaScene.generate(0), Trajectory(jerk_omega, 0.3),
+                          sensor_model("davis240c").calibration(), SensorConfig(), 0).simulate()
+
+
+def run_offline(recording, loss: str, **window_settings) -> tuple[AngularVelocityPipeline, list]:
+    """The recording through the pipeline as ``focus-ros estimate`` runs it (auto windows, the real
+    estimator with the node's settings, its warm start reset when an outcome asks): the pipeline and
+    its (job, outcome, t since the first event in s, true |omega| in rad/s) in order."""
+    pipeline = AngularVelocityPipeline(recording.calibration, dataclasses.replace(real_time_defaults(), loss=loss),
+                                       WindowSettings(**window_settings))
+    estimator = AngularVelocityEstimator(recording.calibration, pipeline.settings)
+    start_ns = int(recording.events.t[0])
+    windows = []
+    for job, outcome in pipeline.run([recording.events], estimator.estimate, estimator.reset):
+        t_s = (outcome.estimate.t_ref_ns - start_ns) * 1e-9
+        windows.append((job, outcome, t_s, float(np.linalg.norm(jerk_omega(t_s)[0]))))
+    return pipeline, windows
+
+
+def test_a_sudden_real_acceleration_runs_ahead_of_the_plan_and_is_published(jerk_recording):
+    """The default loss through the jerk: for two windows and more in a row the estimate is well ahead
+    of the speed its window was planned for (a rule on that ratio alone would withhold them), but as
+    fast as the camera accelerates, not faster: every estimate from the jerk on is published, and
+    right (within 3 % of the true speed once it has settled)."""
+    pipeline, windows = run_offline(jerk_recording, "variance")
+    assert "runaway" not in pipeline.counts.withheld
+    assert all(outcome.publish for _, outcome, t_s, _ in windows if t_s >= JERK_AT_S - 0.02), pipeline.counts.withheld
+    ahead = [job.plan is not None and np.linalg.norm(outcome.estimate.angular_velocity) > 1.5 * job.plan[1]
+             for job, outcome, _, _ in windows]
+    assert any(first and second for first, second in zip(ahead, ahead[1:]))  # the jerk: 2 windows > 1.5x ahead
+    settled = [(np.linalg.norm(outcome.estimate.angular_velocity), speed) for _, outcome, t_s, speed in windows
+               if t_s >= JERK_AT_S + JERK_RISE_S + 0.01]
+    assert len(settled) > 20 and all(abs(estimate - speed) < 0.03 * speed for estimate, speed in settled)
+
+
+def test_a_weak_loss_running_away_is_withheld_counted_and_the_windows_planned_cold(jerk_recording):
+    """The entropy through the jerk runs away: with the check off, estimates ahead of the speed
+    their windows were planned for, two windows in a row, grow faster than max_angular_acceleration
+    (faster than the camera could turn) and are published. With the check on, the same windows up
+    to the first of them, which is withheld as runaway and counted (the node's /diagnostics key
+    withheld_runaway); the window after one is planned as at a start (no speed), estimated as by a
+    new estimator (its warm start forgotten), and no runaway is published."""
+    assert "runaway" in WITHHELD_REASONS
+    unchecked, free = run_offline(jerk_recording, "entropy", max_angular_acceleration=0.0)
+    assert "runaway" not in unchecked.counts.withheld
+    first = next(index for index, ran in enumerate(ran_away(free)) if ran)
+    pipeline, windows = run_offline(jerk_recording, "entropy")
+    runaways = [index for index, (_, outcome, _, _) in enumerate(windows) if outcome.withheld == "runaway"]
+    assert runaways and runaways[0] == first
+    assert [outcome.estimate.t_ref_ns for _, outcome, _, _ in windows[:first + 1]] == [
+        outcome.estimate.t_ref_ns for _, outcome, _, _ in free[:first + 1]]
+    counts = pipeline.counts
+    assert counts.withheld["runaway"] == len(runaways) and counts.degenerate_windows == sum(counts.withheld.values())
+    for index in runaways:
+        job, outcome, _, _ = windows[index]
+        assert job.plan is not None and not outcome.publish and outcome.forget_warm_start
+        assert np.all(np.isnan(outcome.estimate.angular_velocity)) and "runaway" in outcome.estimate.message
+        assert index + 1 == len(windows) or windows[index + 1][0].plan is None  # planned as at a start
+    after_job, after, _, _ = windows[runaways[0] + 1]
+    cold = AngularVelocityEstimator(jerk_recording.calibration, pipeline.settings).estimate(after_job.events)
+    np.testing.assert_array_equal(after.estimate.angular_velocity, cold.angular_velocity)
+    assert not any(ran_away(windows))
+
+
+def ran_away(windows) -> list[bool]:
+    """Per window: a published estimate that ran away, as the check's defaults say (WindowSettings):
+    it and the window before it ahead of their plans (above runaway_ratio times the planned speed),
+    the speed grown from the first one's plan faster than max_angular_acceleration."""
+    defaults = WindowSettings()
+    ahead, flags = [], []
+    for job, outcome, _, _ in windows:
+        speed = np.linalg.norm(outcome.estimate.angular_velocity)
+        if outcome.publish and job.plan is not None and speed > defaults.runaway_ratio * job.plan[1]:
+            ahead = (ahead + [job.plan])[-defaults.runaway_windows:]
+        else:
+            ahead = []
+        origin_ns, origin_speed = ahead[0] if ahead else (0, 0.0)
+        flags.append(len(ahead) == defaults.runaway_windows and (speed - origin_speed) > (
+            defaults.max_angular_acceleration * (outcome.estimate.t_ref_ns - origin_ns) * 1e-9))
+    return flags
 
 
 # ----------------------------------------------------------------------------- node == command line

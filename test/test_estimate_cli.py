@@ -6,12 +6,13 @@ import shutil
 import numpy as np
 import pytest
 
-from conftest import slice_folder
+from conftest import BOXES_ROTATION_REFERENCE, slice_folder
 from test_info_cli import focus_ros_cli
 from focus_ros.camera import Calibration
 from focus_ros.cli import main
 from focus_ros.cli.estimate import CSV_COLUMNS
 from focus_ros.events import Events
+from focus_ros.pipelines.angular_velocity import real_time_defaults
 from focus_ros.sources.bags import write_bag
 from focus_ros.sources.recording import ImuSamples, Recording
 
@@ -191,3 +192,63 @@ def test_an_unusable_camera_info_names_calib(tmp_path):
                            "--window-events", "3000", "--quiet")
     assert result.returncode == 0, result.stderr
     assert len((tmp_path / "omega.csv").read_text().splitlines()) == 1 + 2
+
+
+# ----------------------------------------------------------------------------------------
+# A recording shorter than one window: estimated as one
+
+
+def first_events_folder(tmp_path, count: int):
+    """An ECD folder of the first ``count`` events of the boxes_rotation slice, with its calib.txt."""
+    source = slice_folder("boxes_rotation")
+    folder = tmp_path / f"first_{count}"
+    folder.mkdir()
+    lines = (source / "events.txt").read_text().splitlines(keepends=True)[:count]
+    (folder / "events.txt").write_text("".join(lines))
+    shutil.copy(source / "calib.txt", folder / "calib.txt")
+    return folder
+
+
+@pytest.mark.parametrize("windows", [(), ("--window-events", "60000")], ids=["auto", "60000_events"])
+def test_a_recording_shorter_than_one_window_gives_one_estimate_and_says_so(tmp_path, windows):
+    """The 30,000 real events of boxes_rotation span 5.5 ms: less than the first auto window (0.7
+    events per IWE pixel, about 30,240 events, or 20 ms) and than 60,000 events. The recording is
+    estimated as one window, said in one line; one CSV row, its columns as always."""
+    folder = slice_folder("boxes_rotation")
+    output = tmp_path / "omega.csv"
+    result = focus_ros_cli("estimate", folder, "-o", output, "--quiet", *windows)
+    assert result.returncode == 0, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"focus-ros estimate: {folder} holds 30,000 events in 5.5 ms, less than one window (")
+    assert line.endswith("): estimated as one window") and ("(auto windows: " in line) == (not windows)
+    with open(output) as handle:
+        (row,) = list(csv.DictReader(handle))
+    assert tuple(row) == CSV_COLUMNS and row["degenerate"] == "0"
+    assert 49.006624 <= float(row["t_ref"]) <= 49.012158  # within the recording
+    omega = np.array([float(row[key]) for key in ("wx", "wy", "wz")])
+    # No gyro comes with the slice (no imu.txt): the reference is the published contrast-maximisation
+    # estimate of exactly these events (ec_slices/README.md). The tolerance from the sensor: an error
+    # dw moves a warped event by about f dw dt px (f = 199 px; dt up to the 5.5 ms span, the reference's
+    # t_ref being the first event): 199 * 0.5 rad/s * 5.5 ms = 0.55 px, about the pixel the events are
+    # quantised to; estimates that close focus these events alike, a wrong peak or sign lies rad/s away.
+    assert np.linalg.norm(omega - np.array(BOXES_ROTATION_REFERENCE)) < 0.5, omega
+
+
+def test_too_few_events_to_estimate_are_named_with_the_minimum_and_write_no_row(tmp_path):
+    """Below the estimator's minimum (min_events: fewer are withheld as few_events) there is
+    nothing to estimate: a warning naming the minimum, the CSV's header only. At the minimum the
+    recording is one window again."""
+    minimum = real_time_defaults().min_events
+    output = tmp_path / "omega.csv"
+    folder = first_events_folder(tmp_path, minimum - 1)
+    result = focus_ros_cli("estimate", folder, "-o", output, "--quiet")
+    assert result.returncode == 0, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"focus-ros estimate: warning: {folder} holds no complete window (auto windows: ")
+    assert line.endswith(f") and fewer than the {minimum} events to estimate as one: no window written")
+    assert output.read_text().splitlines() == [",".join(CSV_COLUMNS)]
+    folder = first_events_folder(tmp_path, minimum)
+    result = focus_ros_cli("estimate", folder, "-o", output, "--quiet")
+    assert result.returncode == 0, result.stderr
+    assert f"holds {minimum} events in " in result.stderr and "estimated as one window" in result.stderr
+    assert len(output.read_text().splitlines()) == 1 + 1

@@ -331,6 +331,33 @@ def test_a_reset_before_any_configuration_is_no_failure(windows):
     assert [line for line in log.lines if line[0] != "info"] == []
 
 
+def test_forgetting_the_warm_start_keeps_the_waiting_jobs(windows):
+    """forget_warm_start (the angular velocity node's, after an estimate it withheld as a runaway):
+    the next job starts cold, as a new estimator would start, and the jobs waiting stay (reset, a
+    restart of the stream, drops them)."""
+    log = _Log()
+    results = []
+    runner = EstimatorRunner("angular_velocity", Calibration.davis240c(), real_time_settings(), in_process=False,
+                             on_result=lambda job, result: results.append((job.context, result.estimate)),
+                             logger=log, warn_once=log.warn_once, max_pending=lambda: 4)
+    try:
+        runner.configure(Calibration.davis240c(), real_time_settings())
+        runner.push(Job(windows[0], context=0, received_s=time.monotonic()))
+        wait_until(lambda: len(results) == 1)
+        runner.forget_warm_start()
+        for index in (1, 2):
+            runner.push(Job(windows[index], context=index, received_s=time.monotonic()))
+        wait_until(lambda: len(results) == 3)
+    finally:
+        runner.stop()
+    assert [context for context, _ in results] == [0, 1, 2] and runner.counts["dropped"] == 0
+    warm = AngularVelocityEstimator(Calibration.davis240c(), real_time_settings())
+    warm.estimate(windows[0])
+    cold = AngularVelocityEstimator(Calibration.davis240c(), real_time_settings()).estimate(windows[1])
+    np.testing.assert_array_equal(results[1][1].angular_velocity, cold.angular_velocity)
+    assert not np.array_equal(warm.estimate(windows[1]).angular_velocity, cold.angular_velocity)
+
+
 def test_a_worker_killed_while_no_job_flows_is_noticed_and_restarted_at_once(windows):
     """A worker killed between jobs (nothing submitted, nothing in flight) is noticed by the
     runner's watch without a job to reveal it: restart counted, said once with how it ended, a

@@ -7,8 +7,10 @@ a stream, cuts it into windows, maximises the chosen focus loss in each window
 iterations, evaluations, score, degenerate. The windows are by default the ROS node's auto
 windows (:class:`~focus_ros.windows.AdaptiveWindows`: their duration from the sensor and the
 motion the previous estimate implies, thinned to ``--max-window-events``, the IWE binned on
-large sensors), or N events each with ``--window-events N``. The ROS node gives the same
-estimates for the same windows and settings (live, its compute budget may thin them further).
+large sensors), or N events each with ``--window-events N``. A recording shorter than one window
+is estimated as one (said on stderr; :meth:`~focus_ros.pipelines.angular_velocity.AngularVelocityPipeline.finish`).
+The ROS node gives the same estimates for the same windows and settings (live, its compute budget
+may thin them further).
 """
 
 from __future__ import annotations
@@ -80,12 +82,14 @@ def run(args) -> int:
     output.parent.mkdir(parents=True, exist_ok=True)
     written = 0
     degenerate = 0
+    whole = None  # the recording as one window, when it holds less than one (pipeline.finish)
     with replaced_on_success(output) as partial, open(partial, "w", newline="") as handle, tqdm(
             total=total_windows, unit="window", disable=args.quiet, file=sys.stderr) as progress:
         writer = csv.writer(handle)
         writer.writerow(CSV_COLUMNS)
         batches = iter_sequence_events(sequence, args.topic, within=calibration)
-        for _, outcome in pipeline.run(batches, estimator.estimate):
+        for job, outcome in pipeline.run(batches, estimator.estimate, estimator.reset):
+            whole = job if job.partial else whole
             estimate = outcome.estimate
             omega = estimate.angular_velocity
             writer.writerow([f"{estimate.t_ref_ns / NANOSECONDS_PER_SECOND:.9f}",
@@ -97,10 +101,13 @@ def run(args) -> int:
             progress.update(1)
             if args.max_windows is not None and written >= args.max_windows:
                 break
-    if written == 0:
-        print(f"focus-ros estimate: warning: {sequence} holds no complete window "
-              f"({f'{windows.window_events} events' if windows.window_events else 'auto windows'}): no window "
-              f"written", file=sys.stderr)
+    if whole is not None:
+        print(f"focus-ros estimate: {sequence} holds {whole.event_count:,} events in {whole.duration_s * 1e3:.1f} "
+              f"ms, less than one window ({pipeline.window_need()}): estimated as one window", file=sys.stderr)
+    elif written == 0:
+        print(f"focus-ros estimate: warning: {sequence} holds no complete window ({pipeline.window_need()}) and "
+              f"fewer than the {pipeline.settings.min_events} events to estimate as one: no window written",
+              file=sys.stderr)
     if not args.quiet:
         print(f"wrote {written} windows ({degenerate} degenerate) to {output}", file=sys.stderr)
     return 0

@@ -40,9 +40,11 @@ WARM_STARTS = ("extrapolate", "previous")
 ROTATION_WARPS = ("exact", "small_angle")
 #: why an estimate is withheld (``WindowEstimate.withheld``): a degenerate loss, too few events,
 #: no finite optimum, beyond the sensor (or max_angular_velocity), every event outside the
-#: image, a doubtful optimum (recovery), too little image motion, a flat focus landscape
+#: image, a doubtful optimum (recovery), too little image motion, a flat focus landscape; and
+#: the pipeline's (focus_ros.pipelines.angular_velocity.RunawayWatch): estimates running away
+#: from the speed their auto windows were planned for
 WITHHELD_REASONS = ("degenerate_loss", "few_events", "non_finite", "beyond_sensor", "outside_image",
-                    "doubtful_optimum", "little_motion", "flat_focus")
+                    "doubtful_optimum", "little_motion", "flat_focus", "runaway")
 
 
 @dataclass(frozen=True)
@@ -307,10 +309,11 @@ class AngularVelocityEstimator:
         self.previous = None if omega is None else omega.copy()
         self._history = [] if omega is None else (self._history + [(t_ref_ns, omega.copy())])[-2:]
 
-    def estimate(self, events: Events, initial=None, covariance: bool = True) -> WindowEstimate:
-        """Estimate omega (rad/s) for one window of time-ordered events; ``covariance`` False
-        skips the covariance (3 more gradient evaluations: :mod:`focus_ros.estimators.covariance`)
-        and leaves it None, for callers that publish no covariance."""
+    def estimate(self, events: Events, initial=None, covariance: bool = False) -> WindowEstimate:
+        """Estimate omega (rad/s) for one window of time-ordered events; ``covariance`` True also
+        computes the estimate's covariance (3 more gradient evaluations, about a quarter more time
+        per window: :mod:`focus_ros.estimators.covariance`), for callers that publish it (the node
+        while imu or twist has a subscriber); otherwise it is None, the estimate the same."""
         settings = self.settings
         events = events_on_coarse_grid(events, self.binning)
         count = len(events)

@@ -40,11 +40,27 @@ from focus_ros.losses import get_loss
 from focus_ros.settings import setting
 from focus_ros.windows import AdaptiveWindows, CountWindowCutter, CutWindow, DurationWindowCutter, WindowRule
 
-__all__ = ["AngularVelocityPipeline", "Outcome", "PipelineCounts", "WINDOW_LOG_PERIOD_S",
+__all__ = ["AngularVelocityPipeline", "Outcome", "PipelineCounts", "RunawayWatch", "WINDOW_LOG_PERIOD_S",
            "WindowJob", "WindowSettings", "check_settings", "real_time_defaults"]
 
 #: auto windows: their length is said again when it has changed twofold, at most once in this many seconds
 WINDOW_LOG_PERIOD_S = 10.0
+
+#: The runaway check of the auto windows (:class:`RunawayWatch`; measured: docs/evaluation/runaway.md,
+#: benchmarks/eval_runaway.py). A weak loss (the entropy, at times the range) can return an estimate faster than
+#: the speed its window was planned for; the next window, planned shorter from it, gives a faster one still, up to
+#: ``max_angular_velocity``. An honest estimate runs ahead of its plan only as fast as the camera accelerates. So
+#: an estimate is withheld as ``runaway`` when it and the RUNAWAY_WINDOWS - 1 before it each exceed RUNAWAY_RATIO
+#: times the speed their windows were planned for, and together the speed grew faster than
+#: RUNAWAY_ACCELERATION_RAD_S2 (rad/s^2: from the first one's plan, i.e. the speed and reference time of the
+#: estimate it was planned from, to this estimate). Measured on simulated rotations with every loss, the check
+#: off: right estimates grew over two windows ahead at most 83 rad/s^2 in rotations up to 700 deg/s per axis,
+#: 382 in a jerk from 20 to 600 deg/s within 30 ms (a peak of 510 rad/s^2), up to 502 within 15 ms (1,020
+#: rad/s^2); the entropy's wrong ones up to 5,500, two thirds of them above 600. Honest estimates run ahead of
+#: their plans too, up to 7 times and 8 windows in a row (a jerk; a rotation speeding up): no ratio tells them apart.
+RUNAWAY_RATIO = 1.1
+RUNAWAY_WINDOWS = 2
+RUNAWAY_ACCELERATION_RAD_S2 = 600.0
 
 
 @dataclass(frozen=True)
@@ -63,6 +79,15 @@ class WindowSettings:
                                      "time order); 0 = the compute budget: what the estimator takes in 0.6 of the "
                                      "time between windows (offline: 150000)", unit="events", minimum=0,
                                      maximum=10_000_000)
+    max_angular_acceleration: float = setting(
+        RUNAWAY_ACCELERATION_RAD_S2, "auto windows: withhold as a runaway an estimate whose speed, like the "
+        "windows' before it, ran ahead of the speed its window was planned for and grew faster than this "
+        "(docs/evaluation/runaway.md); 0 = never", unit="rad/s^2", minimum=0.0, maximum=1e6)
+    runaway_ratio: float = setting(RUNAWAY_RATIO, "auto windows: a window runs ahead of its plan when its estimate's "
+                                   "speed exceeds this many times the speed it was planned for", minimum=1.0,
+                                   option=None, parameter=None)
+    runaway_windows: int = setting(RUNAWAY_WINDOWS, "auto windows: a runaway needs this many consecutive windows "
+                                   "ahead of their plans", unit="windows", minimum=1, option=None, parameter=None)
 
     @property
     def mode(self) -> str:
@@ -96,10 +121,20 @@ def check_settings(calibration: Calibration, settings: AngularVelocitySettings) 
 @dataclass
 class WindowJob:
     """One window for the estimator: its events (thinned, for auto windows) and, for auto windows,
-    the cut window (its span and its event count before thinning)."""
+    the cut window (its span and its event count before thinning). ``partial``: not a complete
+    window but all a stream held when it ended without one (:meth:`AngularVelocityPipeline.finish`).
+    ``plan``: for an auto window planned from a known speed, (the reference time in ns of the estimate
+    it was planned from, that estimate's speed |omega| in rad/s); None otherwise (a cold window)."""
 
     events: Events
     cut: CutWindow | None = None
+    partial: bool = False
+    plan: tuple[int, float] | None = None
+
+    @property
+    def event_count(self) -> int:
+        """The window's events before any thinning."""
+        return self.cut.raw_count if self.cut is not None else len(self.events)
 
     @property
     def duration_s(self) -> float:
@@ -114,13 +149,58 @@ class Outcome:
     """What one window's estimate means for its caller: ``publish`` it, or it was withheld
     (``withheld``: the reason, one of WITHHELD_REASONS or "degenerate"); ``gap_limit_s``: a gap
     in the stream longer than this (s) restarts the windows (None: unchanged);
-    ``windows_changed``: the auto windows' length changed twofold since last said (say it)."""
+    ``windows_changed``: the auto windows' length changed twofold since last said (say it);
+    ``forget_warm_start``: the estimator must not start its next solves from this estimate, nor
+    extrapolate from it (a runaway withheld): reset its warm start."""
 
     estimate: WindowEstimate
     publish: bool
     withheld: str = ""
     gap_limit_s: float | None = None
     windows_changed: bool = False
+    forget_warm_start: bool = False
+
+
+class RunawayWatch:
+    """The runaway check of the auto windows (see RUNAWAY_RATIO): :meth:`check` each window's
+    estimate, in order, with the plan its window was cut with (:attr:`WindowJob.plan`).
+
+    ratio: a window runs ahead of its plan when its estimate's speed exceeds this many times the
+    planned speed; windows: a runaway is this many consecutive windows ahead of their plans
+    (at least 1), whose speed grew, from the plan of the first of them (the speed and reference
+    time of the estimate it came from) to the last estimate, faster than ``acceleration_rad_s2``
+    (rad/s^2; 0 = no check)."""
+
+    def __init__(self, ratio: float, windows: int, acceleration_rad_s2: float):
+        self.ratio, self.windows = float(ratio), max(int(windows), 1)
+        self.acceleration_rad_s2 = float(acceleration_rad_s2)
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the windows ahead so far (a restart, a cold window)."""
+        self._plans: list[tuple[int, float]] = []  # the plans of the last windows ahead (at most ``windows``)
+
+    def check(self, plan: tuple[int, float] | None, estimate: WindowEstimate) -> str:
+        """Why to withhold this estimate as a runaway ('' to publish it): ``plan`` is its window's
+        (t_ref in ns and |omega| in rad/s of the estimate the window was planned from; None for a
+        window planned without a known speed, which starts the count again, as does a window that
+        is not ahead)."""
+        speed = math.nan if estimate.degenerate else float(np.linalg.norm(estimate.angular_velocity))
+        if (self.acceleration_rad_s2 <= 0 or plan is None or not plan[1] > 0 or not math.isfinite(speed)
+                or speed <= self.ratio * plan[1]):
+            self.reset()
+            return ""
+        self._plans = (self._plans + [plan])[-self.windows:]
+        (origin_ns, origin_speed), ahead = self._plans[0], len(self._plans)
+        elapsed_s = (estimate.t_ref_ns - origin_ns) * 1e-9
+        growth = (speed - origin_speed) / elapsed_s if elapsed_s > 0 else 0.0
+        if ahead < self.windows or growth <= self.acceleration_rad_s2:
+            return ""
+        self.reset()
+        return (f"runaway: |omega| = {speed:.2f} rad/s is {speed / plan[1]:.2f} times the {plan[1]:.2f} rad/s its "
+                f"window was planned for, {ahead} windows in a row ahead of their plans, grown from "
+                f"{origin_speed:.2f} rad/s at {growth:.0f} rad/s^2, more than max_angular_acceleration "
+                f"{self.acceleration_rad_s2:g} rad/s^2: the loss runs away with its windows")
 
 
 @dataclass
@@ -152,6 +232,7 @@ class AngularVelocityPipeline:
         self._kept_shares: list[float] = []  # auto windows: share of each window's events kept, since last asked
         self._said_duration_ns = 0           # auto windows: the duration last said, and when (monotonic s)
         self._said_s = float("-inf")
+        self._windows_cut = 0                # windows cut from the stream (none: finish() estimates what it held)
         self.window_settings, self.rule = windows, rule
         self.configure(calibration, settings)
 
@@ -166,6 +247,10 @@ class AngularVelocityPipeline:
         #: the estimator's settings, the pixel binning resolved
         self.settings = replace(settings, pixel_binning=self.binning)
         self.windows = self._make_windows()
+        window_settings = self.window_settings
+        self.runaway = RunawayWatch(window_settings.runaway_ratio, window_settings.runaway_windows,
+                                    window_settings.max_angular_acceleration)
+        self._plan_source: tuple[int, float] | None = None  # the plan of the next auto windows (WindowJob.plan)
 
     def recalibrate(self, calibration: Calibration) -> None:
         """New intrinsics of the same sensor size (camera_info after the fallback parameters, a
@@ -193,6 +278,8 @@ class AngularVelocityPipeline:
         """A restart of the stream (a gap, a jump back in time): the held events go, the next
         window starts as at the start."""
         self.windows.reset()
+        self.runaway.reset()
+        self._plan_source = None
 
     def feed(self, events: Events) -> list[WindowJob]:
         """Add a time-ordered batch; the window jobs it completed, oldest first, each planned from
@@ -206,9 +293,23 @@ class AngularVelocityPipeline:
             return (self._job(window) for window in self.windows.cut(events))
         return iter(self.feed(events))
 
-    @staticmethod
-    def _job(window) -> WindowJob:
-        return WindowJob(window.events, window) if isinstance(window, CutWindow) else WindowJob(window)
+    def _job(self, window) -> WindowJob:
+        self._windows_cut += 1
+        if isinstance(window, CutWindow):
+            return WindowJob(window.events, window, plan=self._plan_source)
+        return WindowJob(window)
+
+    def finish(self) -> WindowJob | None:
+        """The end of the stream (offline: of the recording). When no window was cut from it (a
+        recording shorter than one window), the events it held as one window job, marked
+        ``partial``, if they are at least the estimator's ``min_events`` (fewer would be withheld
+        as few_events: nothing to estimate); else None. A stream that gave windows leaves its tail
+        as it was, not estimated."""
+        window = None if self._windows_cut else self.windows.held_window()
+        if window is None:
+            return None
+        job = replace(self._job(window), partial=True)
+        return job if job.event_count >= self.settings.min_events else None
 
     # ----------------------------------------------------------------- estimate -> feedback
     def take(self, job: WindowJob, estimate: WindowEstimate, estimator_s: float | None = None,
@@ -216,7 +317,11 @@ class AngularVelocityPipeline:
         """One window's estimate back: plan the next auto windows from it (its speed, the event rate
         and, live, the estimator's time ``estimator_s`` in s), count it, and say whether to publish
         it. ``now_s``: monotonic time (s) for the rate limit on saying the windows (default: now).
-        The published count follows :meth:`published`, called once it is out."""
+        The published count follows :meth:`published`, called once it is out. An auto window's
+        estimate that runs away with its windows (:class:`RunawayWatch`) is withheld as ``runaway``
+        (the outcome's estimate says so: no angular velocity), the next windows planned as at a
+        start, not from it, and the outcome asks the caller to reset the estimator's warm start."""
+        estimate = self._check_runaway(job, estimate)
         changed = self._plan(job, estimate, estimator_s, time.monotonic() if now_s is None else now_s)
         counts = self.counts
         counts.windows_recovered += int(estimate.recovered)
@@ -226,7 +331,8 @@ class AngularVelocityPipeline:
             withheld = estimate.withheld or "degenerate"
             counts.degenerate_windows += 1
             counts.withheld[withheld] = counts.withheld.get(withheld, 0) + 1
-        return Outcome(estimate, not estimate.degenerate, withheld, self._gap_limit_s(job), changed)
+        return Outcome(estimate, not estimate.degenerate, withheld, self._gap_limit_s(job), changed,
+                       forget_warm_start=withheld == "runaway")
 
     def published(self, estimate: WindowEstimate) -> None:
         """Count a published estimate (after it went out: whoever reads the counts then finds it
@@ -236,6 +342,16 @@ class AngularVelocityPipeline:
         self.counts.last_focus_gain = (estimate.score / estimate.score_at_zero if estimate.score_at_zero
                                        else float("nan"))
 
+    def _check_runaway(self, job: WindowJob, estimate: WindowEstimate) -> WindowEstimate:
+        """The estimate, or withheld as ``runaway`` when :attr:`runaway` says so (auto windows)."""
+        if job.cut is None:
+            return estimate
+        message = self.runaway.check(job.plan, estimate)
+        if not message:
+            return estimate
+        return replace(estimate, angular_velocity=np.full(3, np.nan), covariance=None, degenerate=True,
+                       withheld="runaway", message=message)
+
     def _plan(self, job: WindowJob, estimate: WindowEstimate, estimator_s: float | None, now_s: float) -> bool:
         """Auto windows: the next windows' duration, stride and event budget from this window's
         outcome; True when their duration changed twofold since last said (at most every
@@ -244,7 +360,9 @@ class AngularVelocityPipeline:
         if not (isinstance(windows, AdaptiveWindows) and job.cut is not None):
             return False
         self._kept_shares.append(job.cut.kept_share)
-        windows.after_estimate(job.cut, planning_speed_rad_s(estimate), estimator_s)
+        speed = planning_speed_rad_s(estimate)
+        windows.after_estimate(job.cut, speed, estimator_s)
+        self._plan_source = (estimate.t_ref_ns, speed) if speed is not None and speed > 0 else None
         said = self._said_duration_ns
         if said and (0.5 < windows.duration_ns / said < 2.0 or now_s - self._said_s < WINDOW_LOG_PERIOD_S):
             return False
@@ -258,19 +376,31 @@ class AngularVelocityPipeline:
         return max(windows * duration_s, 1e-3) if windows > 0 and duration_s > 0 else None
 
     # ----------------------------------------------------------------- offline
-    def run(self, batches: Iterable[Events],
-            estimate: Callable[[Events], WindowEstimate]) -> Iterator[tuple[WindowJob, Outcome]]:
+    def run(self, batches: Iterable[Events], estimate: Callable[[Events], WindowEstimate],
+            reset: Callable[[], None] | None = None) -> Iterator[tuple[WindowJob, Outcome]]:
         """The whole loop offline: every window of the batches estimated in order with ``estimate``
         (e.g. an :class:`~focus_ros.estimators.angular_velocity.AngularVelocityEstimator`'s, built
         with :attr:`settings`), each auto window planned from the previous estimate; yields each
         window with its outcome. Gaps do not restart the windows offline (the estimator drops its
-        warm start after gap_reset_windows itself)."""
+        warm start after gap_reset_windows itself). A recording shorter than one window is
+        estimated as one, a ``partial`` job (:meth:`finish`). ``reset``: makes the estimator forget
+        its warm start (e.g. the estimator's ``reset``), called when an outcome says so
+        (``forget_warm_start``: a runaway withheld)."""
+        for job in self._jobs(batches):
+            outcome = self.take(job, estimate(job.events))
+            if outcome.publish:
+                self.published(outcome.estimate)
+            if outcome.forget_warm_start and reset is not None:
+                reset()
+            yield job, outcome
+
+    def _jobs(self, batches: Iterable[Events]) -> Iterator[WindowJob]:
+        """Every window of the batches, one by one (:meth:`cut`), then :meth:`finish`'s, if any."""
         for batch in batches:
-            for job in self.cut(batch):
-                outcome = self.take(job, estimate(job.events))
-                if outcome.publish:
-                    self.published(outcome.estimate)
-                yield job, outcome
+            yield from self.cut(batch)
+        partial = self.finish()
+        if partial is not None:
+            yield partial
 
     # ----------------------------------------------------------------- reports
     def description(self) -> str:
@@ -287,6 +417,20 @@ class AngularVelocityPipeline:
                     f"({'the compute budget' if windows.budget is not None else 'max_window_events'}), IWE bins of "
                     f"{self.binning} px")
         return f"{settings.window_events} events, stride {settings.stride_events}"
+
+    def window_need(self) -> str:
+        """What one window needs, in words (a recording with less gives no complete window): e.g.
+        "auto windows: 30,240 events or 20 ms" (the first auto window's, whichever comes first),
+        "60,000 events", "0.05 s"."""
+        settings = self.window_settings
+        if settings.mode == "duration":
+            return f"{settings.window_duration_s:g} s"
+        if settings.mode == "events":
+            return f"{settings.window_events:,} events"
+        windows = self.windows
+        first_ms = self.rule.duration_ns(windows.pixels, None, None) * 1e-6
+        events = windows.cutter.first_window_events
+        return f"auto windows: {f'{events:,} events or ' if events else ''}{first_ms:g} ms"
 
     def window_values(self) -> dict:
         """The windows in use, for /diagnostics: window_mode (auto, events, duration) and the IWE's

@@ -34,7 +34,8 @@ events the estimator takes in 0.6 of the time between windows, from its measured
 ``max_window_events``), the IWE binned on large sensors (``pixel_binning``). The windows in use
 are logged (at the start and when their length changes twofold, at most every 10 s) and reported in /diagnostics
 (``window_duration_ms``, ``kept_share``, ...). Estimates the window does not support are
-withheld, counted by reason (``withheld_<reason>``) and warned once per reason.
+withheld, counted by reason (``withheld_<reason>``) and warned once per reason; after one that ran
+away with its windows (``runaway``) the estimator forgets its warm start too.
 
 Keeping up: the subscription callback only decodes, checks and cuts windows, and hands each
 complete window to the estimator through shared memory; the estimator runs in a process of
@@ -227,6 +228,8 @@ class AngularVelocityNode(EstimatingNode):
                 self.get_logger().info(f"windows of {self._pipeline.description()}")
         if outcome.gap_limit_s is not None:
             self._input.set_gap_s(outcome.gap_limit_s)
+        if outcome.forget_warm_start:
+            self._runner.forget_warm_start()
         if not outcome.publish:
             reason = outcome.withheld
             self._warn_once(f"withheld_{reason}", f"estimate withheld ({reason}, counted in /diagnostics as "

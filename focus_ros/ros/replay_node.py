@@ -18,7 +18,7 @@ Pacing (``rate``):
   ``pace_timeout_s`` passed), so no window is dropped for lack of time. The lead must hold
   more than half a window and a stride: the events bound serves fixed windows of events, the
   time bound the angular velocity node's auto windows (at most ``max_window_duration_s``,
-  0.1 s, whatever the sensor's event rate: on a 1280x720 sensor that is millions of events).
+  35 ms by default, whatever the sensor's event rate: on a 1280x720 sensor that is millions of events).
 
 ``ros2 run focus_ros replay_node --ros-args -p bag:=/data/boxes_rotation.bag -p rate:=0.5``
 or ``focus-ros replay /data/boxes_rotation.bag --rate 0.5``.
@@ -73,7 +73,7 @@ class ReplaySettings:
                                     "one window and a stride)", unit="events", minimum=1, maximum=100_000_000)
     pace_lead_s: float = setting(0.25, "with rate 0: or this much event time published ahead of the last estimate "
                                  "(at least half the longest window and a stride; the auto windows last at most "
-                                 "0.1 s)", unit="s", minimum=0.0, maximum=3600.0)
+                                 "35 ms by default)", unit="s", minimum=0.0, maximum=3600.0)
     pace_timeout_s: float = setting(2.0, "with rate 0: longest wait for an estimate", unit="s")
     wait_for_subscribers_s: float = setting(5.0, "wait this long for a subscriber to the events before playing",
                                             unit="s")

@@ -85,7 +85,7 @@ class EstimatorRunner:
     within ``WATCH_PERIOD_S`` (s) when no job flows, its jobs in flight counted lost,
     warm start reset); a job whose estimation raises is counted ``failed`` and warned once;
     the node carries on either way. Thread-safe: ``push``, ``configure``, ``reset``,
-    ``clear_pending`` from any thread.
+    ``forget_warm_start``, ``clear_pending`` from any thread.
 
     Threads and state (everything below under the one condition variable ``_lock``):
 
@@ -96,8 +96,8 @@ class EstimatorRunner:
     - ``_stale``: the engine must be given ``_config`` before the next job. Set at the start,
       by ``configure`` and after a failed restart; cleared by the runner's thread when it takes
       the configuration (:meth:`_take_engine_update`), which needs a known ``_config``.
-    - ``_reset_due``: the warm start must be forgotten before the next job. Set by ``reset``;
-      cleared by the runner's thread when it takes it.
+    - ``_reset_due``: the warm start must be forgotten before the next job. Set by ``reset`` and
+      ``forget_warm_start``; cleared by the runner's thread when it takes it.
     - ``_configuring``: the runner's thread is calling the engine outside the lock for
       something no submit may interleave with: configure/reset, a job larger than the shared
       slots (they grow), a restart. Set and cleared by the runner's thread only.
@@ -165,6 +165,14 @@ class EstimatorRunner:
         """Forget the waiting jobs and the warm start (a restart of the stream)."""
         with self._lock:
             self._pending.clear()
+            self._reset_due = True
+            self._lock.notify_all()
+
+    def forget_warm_start(self) -> None:
+        """Forget the warm start, the waiting jobs kept (an estimate the caller withheld as wrong,
+        e.g. a runaway, must not start the next solves): from the next job submitted on (one
+        already in the engine keeps it)."""
+        with self._lock:
             self._reset_due = True
             self._lock.notify_all()
 
