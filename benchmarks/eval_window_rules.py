@@ -69,7 +69,7 @@ class Candidate:
 
 def candidates() -> list[Candidate]:
     """The auto rules tried and the fixed windows they are measured against."""
-    rules = [Candidate("auto (before issue 32)", BEFORE)]
+    rules = [Candidate("auto (before issue 32)", BEFORE), Candidate("auto (the defaults)", WindowRule())]
     for events_per_pixel in (0.5, 0.7, 1.0):
         for max_duration_s in (0.025, 0.035):
             rules.append(Candidate(f"auto, >= {events_per_pixel:g} ev/px, 3 deg, stride 0.5, <= "
