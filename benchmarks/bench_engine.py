@@ -123,19 +123,19 @@ def print_stages(events: Events, calibration: Calibration) -> None:
     objective.set_events(events, int(events.t[0]))
     theta = np.asarray(OMEGA, dtype=np.float64)
     c = calibration
+    work = objective._work  # the per-event work arrays of the window (focus_ros.iwe.VotingWorkArrays)
     objective.evaluate(theta)
     _, grad_image, _ = objective._loss()
     stages = {
         "warp (exact, vectorised)": lambda: warp_points(objective.model, objective.bearing_x, objective.bearing_y,
                                                         objective.dt, theta, c.fx, c.fy, c.cx, c.cy,
-                                                        objective._warped_x, objective._warped_y, objective.dt_bound),
+                                                        work.warped_x, work.warped_y, objective.dt_bound),
         "forward (warp + cells + vote)": lambda: objective._forward(theta),
         "loss (value and dL/dI)": objective._loss,
         "gather (d_x, d_y per event)": lambda: objective._gather(grad_image, objective.weights, False),
         "gradient contraction (exact warp)": lambda: warp_gradient(
             objective.model, objective.bearing_x, objective.bearing_y, objective.dt, theta, c.fx, c.fy, c.cx, c.cy,
-            objective._warped_x, objective._warped_y, objective._d_x, objective._d_y, objective._kept,
-            objective._gradient, objective.dt_bound),
+            work.warped_x, work.warped_y, work.d_x, work.d_y, work.kept, objective._gradient, objective.dt_bound),
         "whole value+gradient": lambda: objective.evaluate(theta),
     }
     print("| variance stage | µs |")

@@ -97,7 +97,7 @@ def test_estimates_of_real_windows_carry_a_covariance_that_shrinks_with_the_wind
     largest = {}
     for count in (10000, 30000):
         estimator = AngularVelocityEstimator(Calibration.davis240c(), real_time_settings())
-        estimate = estimator.estimate(events[:count])
+        estimate = estimator.estimate(events[:count], covariance=True)
         assert not estimate.degenerate
         covariance = estimate.covariance
         assert covariance.shape == (3, 3) and np.all(np.isfinite(covariance))
@@ -111,17 +111,21 @@ def test_the_covariance_is_skipped_when_not_wanted():
     """The node computes the covariance only while imu or twist has a subscriber (the job's extra
     says so): without it the same window gives the same omega, no covariance, and exactly the 3
     gradient evaluations of the finite differences fewer; a job without an extra (a caller that
-    says nothing) gets it."""
-    from focus_ros.estimators.angular_velocity import real_time_settings
+    says nothing) gets it. The estimator itself computes it only when asked (``covariance=True``):
+    its callers that publish none (focus-ros estimate, the evaluation) skip it, and get the same
+    estimate as when it is asked for."""
+    from focus_ros.estimators.angular_velocity import AngularVelocityEstimator, real_time_settings
     from focus_ros.runtime import InlineEstimator
     window = slice_events("boxes_rotation")[:30000]
     results = {}
     for wanted in (True, False, None):
         engine = InlineEstimator(Calibration.davis240c(), real_time_settings())
         results[wanted] = engine.estimate(window, extra=wanted).estimate
+    results["default"] = AngularVelocityEstimator(Calibration.davis240c(), real_time_settings()).estimate(window)
     for estimate in results.values():
         assert not estimate.degenerate
-    np.testing.assert_array_equal(results[False].angular_velocity, results[True].angular_velocity)
-    assert results[False].covariance is None
+    for skipped in (False, "default"):
+        np.testing.assert_array_equal(results[skipped].angular_velocity, results[True].angular_velocity)
+        assert results[skipped].covariance is None
+        assert results[True].evaluations - results[skipped].evaluations == 3
     assert results[True].covariance is not None and results[None].covariance is not None
-    assert results[True].evaluations - results[False].evaluations == 3
