@@ -57,6 +57,23 @@ def slice_events(name: str):
     return read_ecd_folder(slice_folder(name)).events
 
 
+@pytest.fixture(scope="module")
+def calibration():
+    """A DAVIS240C's calibration: the camera of the depth tests' synthetic scenes."""
+    from focus_ros.camera import Calibration
+
+    return Calibration.davis240c()
+
+
+@pytest.fixture(scope="module")
+def sliding_plane(calibration):
+    """The depth tests' scene: 250,000 events of a textured plane 1 m in front of the camera,
+    which slides past it at 0.25 m/s for 1 s (``plane_events``' poses and depths)."""
+    from focus_ros.depth.synthetic import plane_events
+
+    return plane_events(calibration, depth_m=1.0, event_count=250_000, duration_s=1.0, speed_m_s=0.25)
+
+
 @pytest.fixture
 def boxes_rotation_folder() -> Path:
     return slice_folder("boxes_rotation")

@@ -7,7 +7,6 @@ import csv
 import numpy as np
 import pytest
 
-from focus_ros.camera import Calibration
 from focus_ros.cli import main
 from focus_ros.depth.ply import PlyAppender, read_ply, write_ply
 from focus_ros.depth.synthetic import plane_events
@@ -17,16 +16,6 @@ from focus_ros.sources.recording import Poses, Recording
 
 S = 1_000_000_000
 Z_MIN, Z_MAX, PLANES = 0.5, 2.0, 100
-
-
-@pytest.fixture(scope="module")
-def calibration():
-    return Calibration.davis240c()
-
-
-@pytest.fixture(scope="module")
-def scene(calibration):
-    return plane_events(calibration, depth_m=1.0, event_count=250_000, duration_s=1.0, speed_m_s=0.25)
 
 
 #: the selection before issue 25 (a fixed share: the 20 % most confident observed pixels), for the
@@ -41,16 +30,16 @@ def _settings(**changes):
                             **FIXED_SHARE, **changes})
 
 
-def test_depth_of_a_plane_within_half_a_plane_spacing(calibration, scene):
+def test_depth_of_a_plane_within_half_a_plane_spacing(calibration, sliding_plane):
     # planes uniform in inverse depth: one plane step at Z is a relative depth step of
     # Z * (1/z_min - 1/z_max) / (planes - 1) = 1.5 % at 1 m; the refined peak must do better
     # than half a step in the median, and most points must be within 5 %
     half_step = 0.5 * 1.0 * (1 / Z_MIN - 1 / Z_MAX) / (PLANES - 1)
     estimator = DepthEstimator(calibration, _settings())
-    dsi = estimator.build_dsi(scene.events, scene.trajectory)
+    dsi = estimator.build_dsi(sliding_plane.events, sliding_plane.trajectory)
     for loss in ("local_variance", "variance", "mean_absolute_deviation", "gradient_magnitude"):
         keyframe = estimator.depth_from_dsi(dsi, loss=loss)
-        error = np.abs(keyframe.depth_m[keyframe.mask] - scene.depth_m) / scene.depth_m
+        error = np.abs(keyframe.depth_m[keyframe.mask] - sliding_plane.depth_m) / sliding_plane.depth_m
         assert keyframe.point_count > 3000, loss
         assert np.median(error) < half_step, (loss, np.median(error))
         assert np.mean(error < 0.05) > 0.9, (loss, np.mean(error < 0.05))
@@ -71,9 +60,9 @@ def test_depth_with_the_camera_rotating_too(calibration):
     assert np.mean(error < 0.05) > 0.9
 
 
-def test_max_vote_baseline_on_the_same_dsi(calibration, scene):
+def test_max_vote_baseline_on_the_same_dsi(calibration, sliding_plane):
     estimator = DepthEstimator(calibration, _settings())
-    dsi = estimator.build_dsi(scene.events, scene.trajectory)
+    dsi = estimator.build_dsi(sliding_plane.events, sliding_plane.trajectory)
     votes_before = dsi.votes.copy()
     focus = estimator.depth_from_dsi(dsi, method="focus", loss="local_variance")
     baseline = estimator.depth_from_dsi(dsi, method="max_vote")
@@ -86,20 +75,20 @@ def test_max_vote_baseline_on_the_same_dsi(calibration, scene):
     assert np.median(error_focus) <= np.median(error_baseline)  # ...the focus loss at least as well
 
 
-def test_keyframe_outputs_are_consistent(calibration, scene):
-    keyframe = DepthEstimator(calibration, _settings()).estimate(scene.events, scene.trajectory)
+def test_keyframe_outputs_are_consistent(calibration, sliding_plane):
+    keyframe = DepthEstimator(calibration, _settings()).estimate(sliding_plane.events, sliding_plane.trajectory)
     assert keyframe.t_ref_ns == pytest.approx(S // 2, abs=S // 100)
     assert keyframe.depth_m.dtype == np.float32 and keyframe.depth_m.shape == (180, 240)
     assert np.array_equal(np.isfinite(keyframe.depth_m), keyframe.mask)
     assert keyframe.points_world.dtype == np.float32 and len(keyframe.point_confidence) == keyframe.point_count
-    assert keyframe.event_count == len(scene.events) and keyframe.vote_count > 0
+    assert keyframe.event_count == len(sliding_plane.events) and keyframe.vote_count > 0
     assert keyframe.parallax_px > 10 and keyframe.pose_batch_error_px < 0.5
     assert set(keyframe.timing_s) >= {"dsi", "focus", "peaks", "select", "total"}
 
 
-def test_merged_cloud_is_in_the_world_frame(calibration, scene, tmp_path):
+def test_merged_cloud_is_in_the_world_frame(calibration, sliding_plane, tmp_path):
     estimator = DepthEstimator(calibration, _settings())
-    keyframes = [estimator.estimate(scene.events[part], scene.trajectory)
+    keyframes = [estimator.estimate(sliding_plane.events[part], sliding_plane.trajectory)
                  for part in (slice(0, 120_000), slice(120_000, None))]
     assert keyframes[0].world_from_camera[0, 3] != pytest.approx(keyframes[1].world_from_camera[0, 3], abs=0.05)
     with PlyAppender(tmp_path / "merged.ply", with_colors=False) as merged:
@@ -267,10 +256,11 @@ def test_depth_command_warns_on_pure_rotation(calibration, tmp_path, capsys):
     assert "warning: keyframe 0: no parallax" in error and "Traceback" not in error
 
 
-def test_flat_focus_curves_get_no_depth(calibration, scene):
+def test_flat_focus_curves_get_no_depth(calibration, sliding_plane):
     # the variance of a 1x1 patch is 0 on every plane: no peak anywhere, so no points
     estimator = DepthEstimator(calibration, _settings(patch_size_px=1))
-    keyframe = estimator.depth_from_dsi(estimator.build_dsi(scene.events, scene.trajectory), loss="variance")
+    dsi = estimator.build_dsi(sliding_plane.events, sliding_plane.trajectory)
+    keyframe = estimator.depth_from_dsi(dsi, loss="variance")
     assert keyframe.point_count == 0 and np.isnan(keyframe.depth_m).all()
     assert np.nanmax(keyframe.confidence) == 0.0
 

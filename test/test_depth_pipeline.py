@@ -23,16 +23,6 @@ S = 1_000_000_000
 BY_EVENTS = dict(keyframe_baseline_fraction=0.0, keyframe_max_rotation_deg=0.0)
 
 
-@pytest.fixture(scope="module")
-def calibration():
-    return Calibration.davis240c()
-
-
-@pytest.fixture(scope="module")
-def scene(calibration):
-    return plane_events(calibration, depth_m=1.0, event_count=250_000, duration_s=1.0, speed_m_s=0.25)
-
-
 def _events(t_ns) -> Events:
     t = np.asarray(t_ns, np.int64)
     return Events.from_arrays(np.zeros(len(t)), np.zeros(len(t)), t, np.ones(len(t)))
@@ -104,8 +94,8 @@ def test_dropped_events_problem_levels_and_reasons():
 # ============================================================================ keyframes
 
 
-def test_keyframe_selector_by_events_and_by_baseline(scene):
-    events = scene.events
+def test_keyframe_selector_by_events_and_by_baseline(sliding_plane):
+    events = sliding_plane.events
     chunks = [events[i:i + 7_777] for i in range(0, len(events), 7_777)]
     selector = KeyframeSelector(every_events=60_000)
     keyframes = [k for chunk in chunks for k in selector.push(chunk)]
@@ -115,7 +105,7 @@ def test_keyframe_selector_by_events_and_by_baseline(scene):
     assert Events.concatenate(keyframes + [rest]).equals(events)
     # baseline: 0.25 m/s -> a keyframe every 0.2 s for 0.05 m
     selector = KeyframeSelector(every_events=10**9, every_baseline_m=0.05, baseline_check_events=100)
-    keyframes = [k for chunk in chunks for k in selector.push(chunk, scene.trajectory)]
+    keyframes = [k for chunk in chunks for k in selector.push(chunk, sliding_plane.trajectory)]
     assert len(keyframes) == 4
     for keyframe in keyframes:
         assert (keyframe.t[-1] - keyframe.t[0]) / S == pytest.approx(0.2, abs=0.01)
@@ -123,13 +113,13 @@ def test_keyframe_selector_by_events_and_by_baseline(scene):
         selector.push(chunks[0])
 
 
-def test_keyframe_selector_on_a_stream_of_small_messages_with_lagging_poses(scene):
+def test_keyframe_selector_on_a_stream_of_small_messages_with_lagging_poses(sliding_plane):
     """1-ms messages, poses arriving 50 ms behind the events: the same keyframes as offline."""
-    events = scene.events[:100_000]
+    events = sliding_plane.events[:100_000]
     offline = KeyframeSelector(every_events=10**9, every_baseline_m=0.03, baseline_check_events=100)
-    expected = offline.push(events, scene.trajectory)
+    expected = offline.push(events, sliding_plane.trajectory)
     assert len(expected) >= 2
-    whole = scene.trajectory
+    whole = sliding_plane.trajectory
     streamed = Trajectory()
     selector = KeyframeSelector(every_events=10**9, every_baseline_m=0.03, baseline_check_events=100)
     got, pose_index = [], 0
@@ -201,20 +191,20 @@ def _no_depth_keyframe() -> DepthKeyframe:
 
 
 def test_poses_streamed_late_and_events_in_small_messages_give_the_keyframes_of_the_whole_sequence(calibration,
-                                                                                                  scene):
+                                                                                                  sliding_plane):
     """The node's way in (poses 50 ms behind 1-ms event messages, events held until poses cover
     them) and the command line's (the whole trajectory, events in big chunks) cut the same
     keyframes by parallax, and each job's poses interpolate as the whole trajectory does."""
     settings, depth = DepthPipelineSettings(), DepthSettings()
-    whole = scene.trajectory
+    whole = sliding_plane.trajectory
     offline = DepthPipeline(settings, depth, calibration=calibration, trajectory=whole)
-    expected = [job for start in range(0, len(scene.events), 100_000)
-                for job in offline.add_events(scene.events[start:start + 100_000])] + offline.flush()
+    expected = [job for start in range(0, len(sliding_plane.events), 100_000)
+                for job in offline.add_events(sliding_plane.events[start:start + 100_000])] + offline.flush()
     assert len(expected) >= 2
 
     streamed = DepthPipeline(settings, depth)
     streamed.set_calibration(calibration)
-    events, got, pose_index = scene.events, [], 0
+    events, got, pose_index = sliding_plane.events, [], 0
     boundaries = np.searchsorted(events.t, np.arange(0, int(events.t[-1]) + 2_000_000, 1_000_000))
     for received_s, (start, end) in enumerate(zip(boundaries[:-1], boundaries[1:])):
         message = events[start:end]
@@ -237,14 +227,14 @@ def test_poses_streamed_late_and_events_in_small_messages_give_the_keyframes_of_
             np.testing.assert_array_equal(a, b)
 
 
-def test_keyframes_completed_while_the_estimator_is_busy_are_joined_and_handed_out_when_it_is_free(scene):
+def test_keyframes_completed_while_the_estimator_is_busy_are_joined_and_handed_out_when_it_is_free(sliding_plane):
     """An asynchronous estimator: until its first result, keyframes go out as cut up to
     max_pending (2 here), the next wait and are joined into one (thinned to keyframe_events);
     it goes out once the estimator has handed back every earlier keyframe."""
     pipeline = DepthPipeline(DepthPipelineSettings(keyframe_events=1000, **BY_EVENTS), DepthSettings(),
-                             calibration=Calibration.davis240c(), trajectory=scene.trajectory,
+                             calibration=Calibration.davis240c(), trajectory=sliding_plane.trajectory,
                              unreturned=lambda: 0, max_pending=lambda: 2)
-    events = scene.events[:5000]
+    events = sliding_plane.events[:5000]
     jobs = pipeline.add_events(events)
     assert [job.events.t.tolist() for job in jobs] == [events.t[:1000].tolist(), events.t[1000:2000].tolist()]
     assert pipeline.counts["keyframes_merged"] == 2 and pipeline.take_waiting() == []
@@ -257,18 +247,18 @@ def test_keyframes_completed_while_the_estimator_is_busy_are_joined_and_handed_o
     assert pipeline.counts["keyframes_offered"] == 3 and pipeline.counts["keyframes_without_depth"] == 2
     # inline (no asynchronous estimator): never busy, each keyframe goes out as cut
     inline = DepthPipeline(DepthPipelineSettings(keyframe_events=1000, **BY_EVENTS), DepthSettings(),
-                           calibration=Calibration.davis240c(), trajectory=scene.trajectory)
+                           calibration=Calibration.davis240c(), trajectory=sliding_plane.trajectory)
     assert len(inline.add_events(events)) == 5 and inline.counts["keyframes_merged"] == 0
 
 
-def test_a_keyframes_depth_sets_where_the_next_ends_and_enters_the_map(calibration, scene):
+def test_a_keyframes_depth_sets_where_the_next_ends_and_enters_the_map(calibration, sliding_plane):
     """Keyframes by parallax: until a keyframe is back the scene depth is the middle of the depths
     searched (sqrt(0.3 x 10) m); a keyframe of the plane at 1 m makes the baseline 0.05 x 1 m,
     and its points enter the fused map."""
     pipeline = DepthPipeline(DepthPipelineSettings(map_min_keyframes=1), DepthSettings(), calibration=calibration,
-                             trajectory=scene.trajectory)
+                             trajectory=sliding_plane.trajectory)
     assert pipeline.selector.every_baseline_m == pytest.approx(0.05 * np.sqrt(0.3 * 10.0))
-    job = pipeline.add_events(scene.events)[0]
+    job = pipeline.add_events(sliding_plane.events)[0]
     keyframe = DepthEstimator(calibration, DepthSettings()).estimate(job.events, job.poses)
     depths = pipeline.keyframe_done(keyframe)
     assert len(depths) == keyframe.point_count > 500

@@ -8,7 +8,6 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from focus_ros.camera import Calibration
 from focus_ros.depth.focus import RIVAL_SEPARATION_PLANES, focus_peaks
 from focus_ros.depth.semidense import contrast_threshold_mask, neighbour_support_mask, relative_contrast
 from focus_ros.depth.synthetic import plane_events
@@ -18,11 +17,6 @@ S = 1_000_000_000
 #: the rule before issue 25 (the 20 % most confident observed pixels), every new rule off
 FIXED_SHARE = dict(min_confidence_rank=0.8, min_contrast=0.0, max_rival_ratio=1.0, border_planes=0,
                    support_neighbours=0)
-
-
-@pytest.fixture(scope="module")
-def calibration():
-    return Calibration.davis240c()
 
 
 # ------------------------------------------------------------------------- the rules, one by one
