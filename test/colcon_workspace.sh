@@ -68,6 +68,11 @@ run_in_group colcon build --base-paths src/focus_ros src/focus_ros/interfaces --
     --cmake-args -DFOCUS_ROS_PYPI_WHEELS=ON -DPython3_EXECUTABLE="$venv/bin/python" \
     > build.log 2>&1 || { tail -40 build.log; echo "colcon build failed"; exit 1; }
 echo "   built in $(( $(date +%s) - start )) s"
+# interfaces/tf2_msgs is COLCON_IGNOREd: a ROS install has tf2_msgs, which a copy built here would
+# shadow; on the wheels' route the one `make setup` built into $venv serves (test_interfaces.py)
+if [ -e install/tf2_msgs ]; then
+  echo "colcon built interfaces/tf2_msgs (its COLCON_IGNORE is gone?): it would shadow the system's"; exit 1
+fi
 
 subset=${COLCON_PYTEST_ARGS:-"test/test_workspace_install.py test/test_launch_files.py \
 test/test_launch_stand_in.py test/test_package_manifest.py test/test_parameters.py test/test_process_cleanup.py \
