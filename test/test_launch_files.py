@@ -265,6 +265,8 @@ OVERRIDABLE = {
     "loss": ("loss", "gradient_magnitude", "variance"),
     "frame_id": ("frame_id", "frame_from_file", "frame_from_argument"),
     "pose_message_type": ("pose_message_type", "nav_msgs/Odometry", "geometry_msgs/PoseStamped"),
+    "pose_source": ("pose_source", "tf", "topic"),
+    "world_frame": ("world_frame", "world_from_file", "world_from_argument"),
     "use_sim_time": ("use_sim_time", True, "false"),
 }
 #: what the file sets besides: a parameter no launch argument names
@@ -418,6 +420,10 @@ def test_rviz_takes_its_fixed_frame_from_an_argument(ament_prefix, sample_bag_ar
             assert "--fixed-frame" in node.arguments, (source.name, node.arguments)
         assert given[0].arguments[given[0].arguments.index("--fixed-frame") + 1] == "odom", source.name
         assert rviz[0].arguments[rviz[0].arguments.index("--fixed-frame") + 1], source.name
+        if "world_frame" in declared:  # rviz shows the clouds' frame unless told otherwise
+            in_world = [node for node in load_launch_file(source, {**arguments, "world_frame": "map"}).nodes
+                        if node.package == "rviz2"][0]
+            assert in_world.arguments[in_world.arguments.index("--fixed-frame") + 1] == "map", source.name
 
 
 @pytest.fixture

@@ -1,9 +1,12 @@
 """Semi-dense depth maps and point clouds from events and known camera poses.
 
 Reads an Event Camera Dataset folder (events.txt, calib.txt, groundtruth.txt) or a ROS 1 /
-ROS 2 bag (events, camera_info, geometry_msgs/PoseStamped or nav_msgs/Odometry poses) as
-a stream, cuts it into keyframes by parallax (a keyframe ends when the camera has travelled a
-fraction of the scene depth or turned too far; or every B metres, or at most K events),
+ROS 2 bag (events, camera_info, and the camera's poses: a geometry_msgs/PoseStamped or
+nav_msgs/Odometry topic, or a robot's TF tree on /tf and /tf_static, the pose of the camera's
+frame (--camera-frame, default the events' frame_id) in --world-frame (default the root of its
+tree, e.g. odom or map), composed and interpolated as tf2 does) as a stream, cuts it into
+keyframes by parallax (a keyframe ends when the camera has travelled a fraction of the scene
+depth or turned too far; or every B metres, or at most K events),
 builds the DSI of each keyframe's reference view (the pose at the middle of its events, its
 planes over the depths the previous keyframe saw) and reads depth from the focus of the
 chosen loss on 3x3 patches (or EMVS's max vote). The loop is depth_node's
@@ -30,6 +33,7 @@ from focus_ros.cli._output import replaced_on_success
 from focus_ros.cli._settings import add_setting_options, settings_from_options
 from focus_ros.estimators.depth import DepthSettings
 from focus_ros.pipelines.depth import DepthPipeline, DepthPipelineSettings, point_depths_m
+from focus_ros.poses.transforms import POSE_SOURCES
 
 CSV_COLUMNS = ("keyframe", "t_ref", "px", "py", "pz", "qx", "qy", "qz", "qw", "events", "votes", "points",
                "parallax_px", "pose_batch_error_px", "z_min", "z_max", "seconds", "warning")
@@ -48,9 +52,19 @@ def add_arguments(parser) -> None:
                                                                  "size the bag's event messages declare, else 180)")
     parser.add_argument("--topic", default=None, help="bag event topic (default: found by message type)")
     parser.add_argument("--poses", default=None, help="poses: a groundtruth.txt (t px py pz qx qy qz qw) or a "
-                                                     "bag (default: the sequence's groundtruth.txt or pose topic)")
+                                                     "bag (default: the sequence's groundtruth.txt, pose topic or TF)")
     parser.add_argument("--pose-topic", default=None, help="bag pose topic, PoseStamped or Odometry "
                                                           "(default: the only one)")
+    parser.add_argument("--pose-source", choices=POSE_SOURCES, default="auto",
+                        help="where a bag's poses come from: 'topic' (PoseStamped or Odometry), 'tf' (/tf and "
+                             "/tf_static), or 'auto' (default): the pose topic when the bag has one, else its TF; "
+                             "TF first when --world-frame or --camera-frame is given")
+    parser.add_argument("--world-frame", default=None,
+                        help="TF poses: the frame the camera moves in and the outputs are in (default: the root "
+                             "of the camera frame's tree, e.g. odom or map)")
+    parser.add_argument("--camera-frame", default=None,
+                        help="TF poses: the camera's (optical) frame (default: the header frame_id of the bag's "
+                             "event messages)")
     parser.add_argument("--time-offset-ms", type=float, default=0.0,
                         help="added to pose times to put them on the events' clock (ms, default 0)")
     parser.add_argument("--camera-from-body", default=None,
@@ -85,12 +99,21 @@ def _read_transform(path) -> np.ndarray:
 
 
 def load_trajectory(sequence: Path, poses=None, pose_topic=None, time_offset_ms: float = 0.0,
-                    camera_from_body=None):
-    """The trajectory of a sequence: ``poses`` (groundtruth.txt or bag) or the sequence's
-    own (its groundtruth.txt, or its bag pose topic). One-line errors when there is none."""
+                    camera_from_body=None, pose_source: str = "auto", world_frame: str | None = None,
+                    camera_frame: str | None = None, event_topic: str | None = None, say=None, warn=None):
+    """The trajectory of a sequence, the one place that chooses the poses: ``poses``
+    (groundtruth.txt or bag) or the sequence's own (its groundtruth.txt, or its bag's poses).
+    A bag's poses: its pose topic or its TF, by ``pose_source`` (see
+    :func:`~focus_ros.sources.trajectory_readers.bag_pose_source`); from TF, the pose of
+    ``camera_frame`` (default: the frame_id of the sequence's event messages on ``event_topic``)
+    in ``world_frame`` (None or '': the root of its tree). ``say``: told in one line where a bag's
+    poses came from; ``warn``: of transforms the TF buffer ignored. One-line errors when there are
+    no poses."""
     from focus_ros.sources.sequence import ECD, sequence_format
-    from focus_ros.sources.trajectory_readers import read_bag_trajectory, read_groundtruth_trajectory
+    from focus_ros.sources.trajectory_readers import (
+        bag_pose_source, read_bag_tf_trajectory, read_bag_trajectory, read_groundtruth_trajectory)
 
+    say, warn = say or (lambda text: None), warn or (lambda text: None)
     offset_ns = int(round(time_offset_ms * 1e6))
     source = Path(poses) if poses is not None else sequence
     if poses is not None and source.is_file() and source.suffix == ".txt":
@@ -101,7 +124,37 @@ def load_trajectory(sequence: Path, poses=None, pose_topic=None, time_offset_ms:
         if not (folder / "groundtruth.txt").is_file():
             raise UserError(f"no poses: {folder / 'groundtruth.txt'} not found (give --poses)")
         return read_groundtruth_trajectory(folder, camera_from_body, offset_ns)
-    return read_bag_trajectory(source, pose_topic, camera_from_body, offset_ns)
+    if pose_topic is not None and pose_source == "tf":
+        raise UserError("--pose-topic names a pose topic: it does not go with --pose-source tf")
+    frames_given = world_frame is not None or camera_frame is not None
+    chosen = bag_pose_source(source, "topic" if pose_topic is not None else pose_source, prefer_tf=frames_given)
+    if chosen == "topic":
+        trajectory = read_bag_trajectory(source, pose_topic, camera_from_body, offset_ns)
+    else:
+        camera_frame = camera_frame or _event_frame(sequence, event_topic)
+        trajectory = read_bag_tf_trajectory(source, world_frame or "", camera_frame, camera_from_body, offset_ns,
+                                            on_problem=warn)
+    say(f"poses from {trajectory.source} ({len(trajectory)} poses)")
+    return trajectory
+
+
+def _event_frame(sequence: Path, event_topic: str | None) -> str:
+    """The camera's TF frame: the frame_id of the sequence's first event message; UserError when
+    the sequence is no bag or its messages name no frame."""
+    from focus_ros.sources.bags import event_frame_id
+    from focus_ros.sources.sequence import ECD, sequence_format
+
+    if sequence_format(sequence) == ECD:
+        raise UserError(f"{sequence}: events without a frame_id: give --camera-frame for the poses from TF")
+    frame = event_frame_id(sequence, event_topic)
+    if not frame:
+        raise UserError(f"{sequence}: the event messages name no frame (empty header.frame_id): give --camera-frame")
+    return frame
+
+
+def _stderr_line(prefix: str):
+    """A function printing one line, ``prefix`` + its text, on stderr."""
+    return lambda text: print(prefix + text, file=sys.stderr)
 
 
 def _distance_colors(points: np.ndarray, origin: np.ndarray) -> np.ndarray:
@@ -140,7 +193,10 @@ def run(args) -> int:
         raise UserError(f"--max-keyframes must be >= 1, got {args.max_keyframes}")
     calibration = sequence_calibration(sequence, args.calib, args.width, args.height, args.topic)
     camera_from_body = _read_transform(args.camera_from_body) if args.camera_from_body else None
-    trajectory = load_trajectory(sequence, args.poses, args.pose_topic, args.time_offset_ms, camera_from_body)
+    trajectory = load_trajectory(sequence, args.poses, args.pose_topic, args.time_offset_ms, camera_from_body,
+                                 args.pose_source, args.world_frame, args.camera_frame, args.topic,
+                                 say=None if args.quiet else _stderr_line("focus-ros depth: "),
+                                 warn=_stderr_line("focus-ros depth: warning: "))
     estimator = DepthEstimator(calibration, settings)
     pipeline = DepthPipeline(pipeline_settings, settings, calibration=calibration, trajectory=trajectory)
     first_pose_ns, last_pose_ns = trajectory.t_range_ns

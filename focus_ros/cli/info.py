@@ -5,8 +5,9 @@ Event Camera Dataset folder or a ROS 1 / ROS 2 bag, per event stream its message
 encodings, sensor size, number of events (ON / OFF), first and last event time (ROS time),
 mean and peak event rate (per 10 ms), messages per second, external triggers; and whether
 camera_info, IMU and poses are there (a calibration that is there but unusable is said so,
-with the reason). A sequence without events is reported, then refused (exit status 1): no
-command can estimate from it.
+with the reason), and a bag's TF frames (/tf, /tf_static): each frame's parent, whether the edge
+is static or dynamic, and a dynamic one's transform count and rate. A sequence without events
+is reported, then refused (exit status 1): no command can estimate from it.
 """
 
 from __future__ import annotations
@@ -51,6 +52,18 @@ def _stream_record(stream) -> dict:
     }
 
 
+def _tf_frame_record(frame) -> dict:
+    return {"parent": frame.parent, "child": frame.child, "static": frame.static, "transforms": frame.transforms,
+            "rate_hz": frame.rate_hz}
+
+
+def _tf_frame_text(frame) -> str:
+    """'odom -> base_link (dynamic, 2,400 transforms, 200.0 Hz)' or 'base_link -> camera_link (static)'."""
+    if frame.static:
+        return f"{frame.parent} -> {frame.child} (static)"
+    return f"{frame.parent} -> {frame.child} (dynamic, {frame.transforms:,} transforms, {frame.rate_hz:.1f} Hz)"
+
+
 def render(summary, unusable: dict | None = None) -> str:
     """The summary as aligned text lines; unusable: calibration name -> why it cannot be used
     (see :func:`unusable_calibrations`)."""
@@ -87,6 +100,9 @@ def render(summary, unusable: dict | None = None) -> str:
     camera_info = [f"{name} (unusable: {unusable[name]})" if name in unusable else name for name in summary.camera_info]
     for name, found in (("camera_info", camera_info), ("IMU", summary.imu), ("poses", summary.poses)):
         lines.append(f"{name + ':':<22}{', '.join(found) if found else 'none'}")
+    if summary.tf_frames:
+        lines.append("tf frames:")
+        lines += [f"  {_tf_frame_text(frame)}" for frame in summary.tf_frames]
     return "\n".join(lines)
 
 
@@ -143,6 +159,7 @@ def run(args) -> int:
             "event_streams": [_stream_record(s) for s in summary.streams],
             "camera_info": summary.camera_info, "camera_info_unusable": unusable,
             "imu": summary.imu, "poses": summary.poses,
+            "tf_frames": [_tf_frame_record(frame) for frame in summary.tf_frames],
         }, indent=2))
     else:
         print(render(summary, unusable))

@@ -471,7 +471,8 @@ class DepthPipeline:
         self._unreturned, self._max_pending, self._warn_once = unreturned, max_pending, warn_once
         self.counts = dict(pose_restarts=0, poses_out_of_order=0, poses_invalid=0, keyframes_offered=0,
                            keyframes_merged=0, keyframes_done=0, keyframes_published=0, keyframes_without_depth=0,
-                           last_points=0, map_points=0)
+                           last_points=0, map_points=0, pose_timeouts=0)
+        self._pose_problem_before = ""
         self.last_pose_received_s: float | None = None
         self.last_events_received_s = 0.0
         self.last_released_s: float | None = None
@@ -492,6 +493,13 @@ class DepthPipeline:
     def set_calibration(self, calibration: Calibration) -> None:
         """The camera's calibration: events held until now may go on."""
         self.calibration = calibration
+
+    def set_pose_source(self, pose_source: str, camera_from_body: np.ndarray | None) -> None:
+        """Streamed poses come from elsewhere from now on (``pose_source``: its name in errors;
+        ``camera_from_body``: their body-to-camera transform, None = they are the camera's): the
+        poses so far are forgotten."""
+        self._camera_from_body, self._pose_source = camera_from_body, pose_source
+        self.trajectory = self._new_trajectory()
 
     def _new_trajectory(self) -> Trajectory:
         offset_ns = int(round(self.settings.pose_time_offset_s * NANOSECONDS_PER_SECOND))
@@ -660,18 +668,29 @@ class DepthPipeline:
         return points, support
 
     # ----------------------------------------------------------------- problems
-    def pose_problem(self, now_s: float, timeout_s: float, pose_topic: str) -> str:
+    def pose_problem(self, now_s: float, timeout_s: float, pose_source: str, why: str = "") -> str:
         """'' or what is wrong with the poses, judged from events waiting for them longer than
-        timeout_s (s, wall time; now_s: time.monotonic())."""
+        timeout_s (s, wall time; now_s: time.monotonic()). pose_source: where poses come from, for
+        the text ("'/optitrack/davis'", "TF"); why: what that source says is missing (a TF lookup's
+        error). Each time a problem starts, after none or another one (no poses, poses stopped,
+        poses late), ``counts['pose_timeouts']`` counts it."""
+        problem = self._pose_problem(now_s, timeout_s, pose_source, f" ({why})" if why else "")
+        kind = " ".join(problem.split(" ")[:2])  # "no poses", "poses stopped", "poses late:" or ""
+        if kind and kind != self._pose_problem_before:
+            self.counts["pose_timeouts"] += 1
+        self._pose_problem_before = kind
+        return problem
+
+    def _pose_problem(self, now_s: float, timeout_s: float, pose_source: str, why: str) -> str:
         oldest = self.gate.oldest_received_s
         if oldest is None or now_s - oldest < timeout_s:
             return ""
         if self.last_pose_received_s is None:
-            return f"no poses on '{pose_topic}': events are held (bounded)"
+            return f"no poses on {pose_source}{why}: events are held (bounded)"
         if now_s - self.last_pose_received_s > timeout_s:
-            return (f"poses stopped {now_s - self.last_pose_received_s:.1f} s ago: events are held (bounded) "
+            return (f"poses stopped {now_s - self.last_pose_received_s:.1f} s ago{why}: events are held (bounded) "
                     "until poses cover them")
-        return (f"poses late: the newest pose is behind events that arrived {now_s - oldest:.1f} s ago "
+        return (f"poses late: the newest pose is behind events that arrived {now_s - oldest:.1f} s ago{why} "
                 "(check pose_time_offset_s and the clocks)")
 
     def drop_problem(self, events_received: int) -> tuple[str, str] | None:

@@ -2,10 +2,19 @@
 
 Subscribes to events on ``events`` (through :class:`~focus_ros.ros.event_input.EventInput`:
 dvs_msgs/EventArray or event_camera_msgs/EventPacket, raw, the same decoders, stream checks
-and calibration fallbacks as the angular velocity node) and to camera poses: ``pose``
-(geometry_msgs/PoseStamped, e.g. remapped to ``/optitrack/davis``) or ``odometry``
-(nav_msgs/Odometry, e.g. a VIO), chosen by ``pose_message_type``; an optional fixed
-camera-from-body transform (``camera_from_body.*``) turns body poses into camera poses.
+and calibration fallbacks as the angular velocity node) and takes camera poses from one of
+two sources (``pose_source``):
+
+- ``topic``: ``pose`` (geometry_msgs/PoseStamped, e.g. remapped to ``/optitrack/davis``) or
+  ``odometry`` (nav_msgs/Odometry, e.g. a VIO), chosen by ``pose_message_type``; an optional fixed
+  camera-from-body transform (``camera_from_body.*``) turns body poses into camera poses;
+- ``tf``: ``/tf`` and ``/tf_static`` (tf2_msgs/TFMessage, subscribed with tf2's QoS: the static
+  transforms transient local), the pose of ``camera_frame`` (default: the events' frame_id) in
+  ``world_frame`` (default: the root of its tree, e.g. ``map`` or ``odom``) through the TF tree
+  (:class:`~focus_ros.poses.transforms.CameraPoses`), at the stamps of the moving transforms on the way;
+  a pose waits until every transform on the way covers its stamp (at most ``pose_timeout_s``);
+- ``auto`` (default): both are subscribed, and the first to give a camera pose is used, so that a
+  motion-capture setup (remap ``pose``) and a robot (TF) both work without naming the source.
 
 What happens between the messages and the estimator is the depth pipeline's
 (:class:`~focus_ros.pipelines.depth.DepthPipeline`, the same loop as ``focus-ros depth``): events
@@ -24,9 +33,10 @@ false = a thread of the node), never in the executor's thread; a dead process is
 counted in ``/diagnostics``. Per keyframe it publishes
 
 - ``depth/points`` (sensor_msgs/PointCloud2: float32 x, y, z in m, ``intensity`` = focus
-  confidence, ``depth`` = m along the reference camera's optical axis), in the poses' world
-  frame (``points_frame: world``) or the reference camera frame (``points_frame: camera``);
-- ``depth/map`` (sensor_msgs/PointCloud2, transient local, the poses' world frame): the map
+  confidence, ``depth`` = m along the reference camera's optical axis), in the world frame
+  (``points_frame: world``: ``world_frame``, else TF's root or the pose messages' frame) or the
+  reference camera frame (``points_frame: camera``);
+- ``depth/map`` (sensor_msgs/PointCloud2, transient local, the world frame): the map
   fused from every keyframe's cloud (:class:`~focus_ros.depth.fusion.FusedMap`: the keyframes'
   points, by the looser ``map_support_neighbours``, that ``map_min_keyframes`` keyframes agree on,
   within ``map_depth_tolerance`` of their depth, ``intensity`` = how many; at most
@@ -40,8 +50,11 @@ counted in ``/diagnostics``. Per keyframe it publishes
   restarts; WARN / ERROR with the reason when most / all events of the last second were dropped
   (poses ahead of or behind the events).
 
-Pose problems (none yet, stopped, late, out of order, jumping back) and bad event messages are
-logged once, counted in ``/diagnostics``, and the node carries on with the next good data.
+Pose problems (none yet, stopped, late, out of order, jumping back; with TF also a frame
+unknown or in another tree, a transform invalid, poses that waited longer than
+``pose_timeout_s`` for a transform on the way) and bad event messages are logged once (a TF
+lookup's own line: "no transform from 'odom' to 'dvs': 'dvs' is unknown; known frames: ..."),
+counted in ``/diagnostics``, and the node carries on with the next good data.
 """
 
 from __future__ import annotations
@@ -57,9 +70,11 @@ import rclpy
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import Image, PointCloud2
+from tf2_msgs.msg import TFMessage
 
 from focus_ros.camera import Calibration
 from focus_ros.estimators.depth import DepthSettings
+from focus_ros.events import NANOSECONDS_PER_SECOND
 from focus_ros.pipelines.depth import (DepthPipeline, DepthPipelineSettings, KeyframeJob, camera_from_body_matrix,
                                        keyframe_rules_text, points_in_camera_frame)
 from focus_ros.runtime import EstimatorRunner, Job
@@ -69,8 +84,15 @@ from focus_ros.ros.estimating_node import EstimatingNode
 from focus_ros.ros.event_input import EventBatch, EventInput
 from focus_ros.ros.parameters import declare_settings, settings_from_parameters
 from focus_ros.settings import setting
+from focus_ros.poses.transforms import POSE_SOURCES, CameraPoses
 
 POINTS_FRAMES = ("world", "camera")
+
+#: /tf and /tf_static as tf2's listener subscribes to them: reliable, 100 deep; the static
+#: transforms transient local, so that a node started after the robot still gets them
+TF_QOS = QoSProfile(depth=100, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE)
+TF_STATIC_QOS = QoSProfile(depth=100, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE,
+                           durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
 #: the pose subscription: best effort, 1000 deep. A lost pose costs nothing (the trajectory
 #: interpolates between its neighbours), while a reliable reader delivers in order, so one pose
@@ -87,6 +109,10 @@ LATENCIES_KEPT = 10_000
 class DepthNodeSettings:
     """depth_node's own parameters: where its poses come from, its outputs' frames, its queue."""
 
+    pose_source: str = setting("auto", "where camera poses come from: topic (pose_message_type on 'pose' or "
+                               "'odometry': motion capture, a VIO), tf (/tf and /tf_static: camera_frame in "
+                               "world_frame, a robot's odometry and the camera's mounting), auto = whichever gives a "
+                               "camera pose first", choices=POSE_SOURCES, option=None, read_only=True)
     pose_message_type: str = setting(depth_messages.POSE_MESSAGE_TYPES[0], "camera poses: geometry_msgs/PoseStamped "
                                      "on 'pose' or nav_msgs/Odometry on 'odometry'",
                                      choices=depth_messages.POSE_MESSAGE_TYPES, option=None, read_only=True)
@@ -108,9 +134,12 @@ class DepthNodeSettings:
                                            option=None)
     points_frame: str = setting("world", "frame of depth/points: world (the poses' frame) or camera (the reference "
                                 "camera frame)", choices=POINTS_FRAMES, option=None)
-    camera_frame_id: str = setting("", "frame of the reference camera (depth images, camera-frame clouds); empty = "
-                                   "the events' frame", option=None)
-    world_frame_id: str = setting("", "frame of world-frame clouds; empty = the poses' header frame", option=None)
+    camera_frame: str = setting("", "the camera's frame: the TF frame whose poses are looked up (pose_source tf), "
+                                "the frame of depth images and camera-frame clouds; empty = the events' frame_id, "
+                                "else camera_info's", option=None, read_only=True)
+    world_frame: str = setting("", "the frame of world-frame clouds and of the map, and with TF the frame the camera "
+                               "is looked up in; empty = the root of the camera frame's TF tree (e.g. map or odom), "
+                               "or the pose messages' header frame", option=None, read_only=True)
 
 
 #: the settings classes whose parameters depth_node declares, beyond the event input's and the runner's
@@ -156,21 +185,36 @@ class DepthNode(EstimatingNode):
             images_wanted=lambda: self._outputs["image_color"].get_subscription_count() > 0,
             capacity_events=pipeline_settings.keyframe_events, name="focus_ros_depth")
         counts = self._runner.counts
+        self._camera_from_body = camera_from_body_matrix(self._node_settings.camera_from_body_translation_m,
+                                                         self._node_settings.camera_from_body_rotation_xyzw)
         self._pipeline = DepthPipeline(
             pipeline_settings, self._depth, pose_source=f"poses on '{self.resolve_topic_name(self._pose_topic)}'",
-            camera_from_body=camera_from_body_matrix(self._node_settings.camera_from_body_translation_m,
-                                                     self._node_settings.camera_from_body_rotation_xyzw),
+            camera_from_body=self._camera_from_body,
             unreturned=lambda: counts["dropped"] + counts["lost"] + counts["failed"],
             max_pending=lambda: self._node_settings.max_pending_keyframes,
             warn_once=lambda key, text: self._input.warn_once(key, text))
-        self.create_subscription(self._pose_class, self._pose_topic, self._on_pose, POSE_QOS)
+        # where poses come from: 'topic' or 'tf', or 'auto' until one of them gives a camera pose
+        self._pose_source = self._node_settings.pose_source
+        self._camera_poses = CameraPoses(
+            self._node_settings.world_frame, self._node_settings.camera_frame,
+            jump_back_ns=int(pipeline_settings.pose_jump_back_s * NANOSECONDS_PER_SECOND))
+        waiting_for = []
+        if self._pose_source != "tf":
+            self.create_subscription(self._pose_class, self._pose_topic, self._on_pose, POSE_QOS)
+            waiting_for.append(f"{self._node_settings.pose_message_type} on "
+                               f"'{self.resolve_topic_name(self._pose_topic)}'")
+        if self._pose_source != "topic":
+            self.create_subscription(TFMessage, "/tf", lambda message: self._on_transforms(message, False), TF_QOS)
+            self.create_subscription(TFMessage, "/tf_static", lambda message: self._on_transforms(message, True),
+                                     TF_STATIC_QOS)
+            waiting_for.append(f"TF {self._tf_path_text()}")
         self._input = EventInput(self, self._on_events, self._on_calibration, own_thread=True)  # off the executor
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.start_diagnostics(self._publish_diagnostics)
         self.create_steady_timer(0.1, self._flush_if_idle)  # the end of a bag with use_sim_time, no /clock
         self.get_logger().info(
             f"waiting for {self._input.message_type} on '{self._input.events_topic}' and "
-            f"{self._node_settings.pose_message_type} on '{self.resolve_topic_name(self._pose_topic)}'; publishing "
+            f"{' or '.join(waiting_for)}; publishing "
             f"'{self.resolve_topic_name('depth/points')}' every {keyframe_rules_text(pipeline_settings)}")
 
     # ----------------------------------------------------------------- parameters
@@ -207,20 +251,69 @@ class DepthNode(EstimatingNode):
         received_s = time.monotonic()
         t_ns, position, orientation, frame_id = depth_messages.pose_from_message(message)
         with self._lock:
+            if self._pose_source == "auto":
+                self._choose_pose_source("topic")
+            elif self._pose_source != "topic":
+                return
             self._poses_received += 1
             if frame_id:
                 self._world_frame = frame_id
             self._submit(self._pipeline.add_pose(t_ns, position, orientation, received_s))
 
+    def _on_transforms(self, message, static: bool) -> None:
+        """A TFMessage from /tf or /tf_static: the camera poses it completes go to the pipeline."""
+        received_s = time.monotonic()
+        transforms = depth_messages.transforms_from_message(message)
+        with self._lock:
+            if self._pose_source != "topic":
+                self._add_camera_poses(*self._camera_poses.add(transforms, static, received_s), received_s)
+
+    def _add_camera_poses(self, poses, problems: list[str], received_s: float) -> None:
+        """Camera poses resolved from TF to the pipeline (lock held); TF's problems said once each."""
+        for problem in problems:
+            self._input.warn_once("tf_invalid", problem)
+        if poses and self._pose_source == "auto":
+            self._choose_pose_source("tf")
+        for t_ns, position, orientation in poses:
+            self._poses_received += 1
+            self._submit(self._pipeline.add_pose(t_ns, position, orientation, received_s))
+
+    def _choose_pose_source(self, source: str) -> None:
+        """pose_source auto: the first source to give a camera pose is the one used (lock held)."""
+        self._pose_source = source
+        if source == "tf":
+            self._world_frame = self._camera_poses.world_frame
+            self._pipeline.set_pose_source(f"TF {self._tf_path_text()}", None)
+            where = f"TF, {self._tf_path_text()}"
+            if self._camera_from_body is not None:
+                self._input.warn_once("camera_from_body_unused", "camera_from_body is not used with poses from TF "
+                                      "(the camera's mounting is a static transform there)")
+        else:
+            where = f"{self._node_settings.pose_message_type} on '{self.resolve_topic_name(self._pose_topic)}'"
+        self.get_logger().info(f"camera poses from {where} (pose_source auto)")
+
+    def _tf_path_text(self) -> str:
+        """"'world' -> 'dvs'": the frames the camera's pose is looked up between, as far as known."""
+        world, camera = self._camera_poses.world_frame, self._camera_poses.camera_frame
+        return f"{repr(world) if world else 'the tree root'} -> {repr(camera) if camera else 'the events frame'}"
+
     def _on_events(self, batch: EventBatch) -> None:
         with self._lock:
+            camera_frame = batch.frame_id or self._input.frame_id  # the events', else camera_info's
+            if self._pose_source != "topic" and not self._camera_poses.camera_frame and camera_frame:
+                self._camera_poses.set_camera_frame(camera_frame)  # now TF stamps waiting for it can resolve
+                self._add_camera_poses(*self._camera_poses.add([], received_s=batch.received_s), batch.received_s)
             self._submit(self._pipeline.add_events(batch.events, batch.received_s, batch.restart))
 
     def _flush_if_idle(self) -> None:
         """Timer: the waiting keyframe once the estimator is free; after keyframe_flush_idle_s
         without events, the events left make one more keyframe (the end of a bag, a camera that stopped)."""
+        now_s = time.monotonic()
         with self._lock:
-            self._submit(self._pipeline.flush_if_idle(self._node_settings.keyframe_flush_idle_s, time.monotonic()))
+            if self._pose_source != "topic" and self._camera_poses.expire(now_s, self._node_settings.pose_timeout_s):
+                self._input.warn_once("tf_expired", f"camera poses from TF dropped after waiting pose_timeout_s for "
+                                      f"the transforms on the way: {self._camera_poses.last_error or 'none came'}")
+            self._submit(self._pipeline.flush_if_idle(self._node_settings.keyframe_flush_idle_s, now_s))
 
     def _submit(self, jobs: list[KeyframeJob]) -> None:
         """Keyframes to the estimator: the events through shared memory, the poses pickled beside
@@ -260,7 +353,7 @@ class DepthNode(EstimatingNode):
     def _publish_keyframe(self, keyframe, depths: np.ndarray, images) -> None:
         """The keyframe's cloud (world or camera frame) and its depth and confidence images."""
         stamp = messages.time_from_ns(keyframe.t_ref_ns)
-        camera_frame = self._node_settings.camera_frame_id or self._input.frame_id or "event_camera"
+        camera_frame = self._node_settings.camera_frame or self._input.frame_id or "event_camera"
         if self._node_settings.points_frame == "world":
             points, frame = keyframe.points_world, self._world_frame_id()
         else:
@@ -273,8 +366,16 @@ class DepthNode(EstimatingNode):
         if images is not None:  # for people, only when watched: drawn where the estimator ran
             self._outputs["image_color"].publish(messages.rgb_image(images[0], stamp, camera_frame))
 
+    def _pose_source_text(self) -> tuple[str, str]:
+        """(where poses come from, what is missing there) for pose problems (lock held)."""
+        topic = f"'{self.resolve_topic_name(self._pose_topic)}'"
+        if self._pose_source == "topic":
+            return topic, ""
+        why = self._camera_poses.problem()
+        return ("TF", why) if self._pose_source == "tf" else (f"{topic} or TF", why)
+
     def _world_frame_id(self) -> str:
-        return self._node_settings.world_frame_id or self._world_frame or "world"
+        return self._node_settings.world_frame or self._world_frame or "world"
 
     def stop(self) -> None:
         """Stop the input and the estimator, then say in one line what the run did: keyframes
@@ -305,14 +406,16 @@ class DepthNode(EstimatingNode):
     def _publish_diagnostics(self) -> None:
         input_values = self._input.diagnostics()
         with self._lock:
+            pose_problem = self._pipeline.pose_problem(time.monotonic(), self._node_settings.pose_timeout_s,
+                                                       *self._pose_source_text())  # counts it: before the copy
             stats, latency_max_ms = dict(self._pipeline.counts), self._latency_max_ms
             self._latency_max_ms = float("nan")  # the worst since the previous report
-            pose_problem = self._pipeline.pose_problem(time.monotonic(), self._node_settings.pose_timeout_s,
-                                                       self.resolve_topic_name(self._pose_topic))
             held = self._pipeline.gate.held_events
             gate_counts = dict(self._pipeline.gate.counts)
             drop_problem = self._pipeline.drop_problem(input_values["events_received"])
             poses_received = self._poses_received
+            tf_counts = dict(self._camera_poses.counts) if self._pose_source != "topic" else {}
+            pose_source = self._pose_source
         if pose_problem:
             self._input.warn_once("pose_problem:" + pose_problem.split(" ")[1], pose_problem)
         problem = drop_problem if drop_problem and drop_problem[0] == "error" else \
@@ -323,8 +426,10 @@ class DepthNode(EstimatingNode):
         values = {
             **input_values,
             **self._runner.diagnostic_values(),
+            "pose_source": pose_source,
             "poses_received": poses_received,
-            **{name: stats[name] for name in ("poses_out_of_order", "poses_invalid", "pose_restarts")},
+            **{name: stats[name] for name in ("poses_out_of_order", "poses_invalid", "pose_restarts", "pose_timeouts")},
+            **tf_counts,
             "events_held_for_poses": held,
             **gate_counts,
             **{name: stats[name] for name in ("keyframes_offered", "keyframes_merged", "keyframes_done",

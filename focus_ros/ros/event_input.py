@@ -260,6 +260,7 @@ class EventInput:
         self._guard: StreamGuard | None = None
         self._gap_s: float | None = None
         self._frame_id = ""
+        self._camera_info_frame_id = ""
         self._waiting: deque = deque()  # (events, width, height, outside, received_s, frame_id) until calibrated
         self._waiting_events = 0
         self._counts = dict(messages_received=0, events_received=0, malformed_messages=0,
@@ -322,8 +323,8 @@ class EventInput:
 
     @property
     def frame_id(self) -> str:
-        """The frame of the last event message ('' before the first)."""
-        return self._frame_id
+        """The camera's frame: the last event message's frame_id, else camera_info's ('' before either)."""
+        return self._frame_id or self._camera_info_frame_id
 
     @property
     def events_topic(self) -> str:
@@ -575,6 +576,7 @@ class EventInput:
         cost of comparing their fields; refuse an unusable one with a reason (once per kind),
         keeping the calibration in use."""
         self._counts["camera_info_received"] += 1
+        self._camera_info_frame_id = message.header.frame_id or self._camera_info_frame_id
         seen = (int(message.width), int(message.height), message.distortion_model,
                 np.asarray(message.k, np.float64).tobytes(), np.asarray(message.d, np.float64).tobytes())
         if seen == self._camera_info_seen:

@@ -4,7 +4,8 @@
 once, at the decoders' speed, and returns a :class:`SequenceSummary`: topics and types,
 and per event stream its message type, encodings, sensor size, ON/OFF counts, first and
 last event time (ROS time, ns), mean and peak event rate (per 10 ms bins), messages per
-second, trigger events; plus whether camera_info, IMU and poses are there.
+second, trigger events; plus whether camera_info, IMU and poses are there, and the bag's TF
+frames (/tf and /tf_static): each frame's parent, static or dynamic, and how often it moves.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ RATE_BIN_NS = 10_000_000
 
 CAMERA_INFO_TYPES = ("sensor_msgs/msg/CameraInfo",)
 IMU_TYPES = ("sensor_msgs/msg/Imu",)
-POSE_TYPES = ("geometry_msgs/msg/PoseStamped", "nav_msgs/msg/Odometry", "tf2_msgs/msg/TFMessage")
+POSE_TYPES = ("geometry_msgs/msg/PoseStamped", "nav_msgs/msg/Odometry", "tf2_msgs/msg/TFMessage", "tf/msg/tfMessage")
 
 
 @dataclass
@@ -111,6 +112,53 @@ class EventStreamSummary:
 
 
 @dataclass
+class TfFrameSummary:
+    """One edge of a bag's TF tree: ``child``'s pose in ``parent``, static (/tf_static) or
+    dynamic (/tf: how many transforms, and their rate over their stamps' span)."""
+
+    parent: str
+    child: str
+    static: bool
+    transforms: int
+    first_stamp: int
+    last_stamp: int
+
+    @property
+    def rate_hz(self) -> float:
+        """Transforms per second over the stamps' span (0 with fewer than 2, or static)."""
+        if self.static or self.last_stamp == self.first_stamp:
+            return 0.0
+        return (self.transforms - 1) * NANOSECONDS_PER_SECOND / (self.last_stamp - self.first_stamp)
+
+
+def summarize_tf(transforms) -> list[TfFrameSummary]:
+    """The edges of a :class:`~focus_ros.sources.bags.BagTransforms`, in tree order (each frame
+    after its parent: by depth below its root, then by name)."""
+    from focus_ros.poses.transforms import frame_name
+
+    edges: dict[tuple[str, str, bool], TfFrameSummary] = {}
+    for static, group in ((True, transforms.static), (False, transforms.dynamic)):
+        for transform in group:
+            key = (frame_name(transform.parent), frame_name(transform.child), static)
+            edge = edges.get(key)
+            if edge is None:
+                edges[key] = TfFrameSummary(*key, 1, transform.t_ns, transform.t_ns)
+            else:
+                edge.transforms += 1
+                edge.first_stamp = min(edge.first_stamp, transform.t_ns)
+                edge.last_stamp = max(edge.last_stamp, transform.t_ns)
+    parents = {edge.child: edge.parent for edge in edges.values()}
+
+    def depth(frame: str) -> int:
+        seen = [frame]
+        while seen[-1] in parents and parents[seen[-1]] not in seen:  # a loop ends the walk
+            seen.append(parents[seen[-1]])
+        return len(seen) - 1
+
+    return sorted(edges.values(), key=lambda edge: (depth(edge.child), edge.parent, edge.child, not edge.static))
+
+
+@dataclass
 class SequenceSummary:
     """What :func:`summarize_sequence` found. topics: name -> (type, message count)."""
 
@@ -121,6 +169,7 @@ class SequenceSummary:
     camera_info: list = field(default_factory=list)
     imu: list = field(default_factory=list)
     poses: list = field(default_factory=list)
+    tf_frames: list = field(default_factory=list)  # TfFrameSummary, in tree order
 
 
 def summarize_sequence(path, progress=None) -> SequenceSummary:
@@ -160,6 +209,8 @@ def summarize_sequence(path, progress=None) -> SequenceSummary:
             summary.imu.append(topic)
         elif msgtype in POSE_TYPES:
             summary.poses.append(topic)
+    if bags.bag_has_tf({topic: msgtype for topic, (msgtype, _) in topics.items()}):
+        summary.tf_frames = summarize_tf(bags.read_bag_transforms(path))
     return summary
 
 

@@ -18,6 +18,7 @@ One module per role, as rosbags has them:
 - ``messages``: ROS messages <-> values (header stamps, IMU, poses, camera info, 32FC1 depth
   images); no file;
 - ``reading``: a whole bag as a Recording (:func:`read_bag`), or its poses, calibration or depth;
+- ``transforms``: its TF tree, ``/tf`` and ``/tf_static``, as stamped transforms (:func:`read_bag_transforms`);
 - ``writing``: a Recording as a bag (:func:`write_bag`);
 - ``replay``: every message as ROS 2 CDR bytes for republishing (:func:`open_bag_messages`).
 
@@ -33,7 +34,9 @@ typestore. Default topics and types are those of the dataset's bags (docs/design
 - ``/dvs/camera_info``: ``sensor_msgs/msg/CameraInfo`` -> :class:`Calibration` (plumb bob);
 - ``/optitrack/davis``: ``geometry_msgs/msg/PoseStamped`` -> :class:`Poses`;
 - ``/dvs/depthmap``: ``sensor_msgs/msg/Image`` 32FC1 depth ground truth (simulator; see
-  :class:`~focus_ros.sources.depth_maps.DepthGroundTruth`, :func:`depth_image_message`).
+  :class:`~focus_ros.sources.depth_maps.DepthGroundTruth`, :func:`depth_image_message`);
+- ``/tf`` and ``/tf_static``: ``tf2_msgs/msg/TFMessage`` (or ROS 1's ``tf/tfMessage``), a robot's
+  TF tree -> :class:`BagTransforms` (the poses of the camera's frame: trajectory_readers).
 
 Event times are ROS time, by the rule of :class:`focus_ros.codecs.EventMessageDecoder`.
 Failures (missing file, corrupt or truncated bag, missing topic, unknown type, bad
@@ -41,7 +44,7 @@ event message) raise :class:`BagError` naming the file and topic; events read be
 the fault are yielded first.
 """
 
-from focus_ros.sources.bags.events import event_message_decoder, iter_bag_events
+from focus_ros.sources.bags.events import event_frame_id, event_message_decoder, iter_bag_events
 from focus_ros.sources.bags.messages import (
     DEPTH_ENCODING, calibration_from_camera_info, depth_from_image_message, depth_image_message)
 from focus_ros.sources.bags.opening import (
@@ -50,14 +53,18 @@ from focus_ros.sources.bags.reading import read_bag, read_bag_calibration, read_
 from focus_ros.sources.bags.replay import BagMessages, open_bag_messages
 from focus_ros.sources.bags.topics import (
     CAMERA_INFO_TYPE, DEFAULT_TOPICS, DEPTH_TOPIC, EVENT_ARRAY_TYPE, EVENT_PACKET_TYPE, EVENT_TYPES, IMAGE_TYPE,
-    IMU_TYPE, LEGACY_EVENT_ARRAY_TYPE, ODOMETRY_TYPE, POSE_TYPE, STRING_TYPE, BagTopics, typestore_with_event_types)
+    IMU_TYPE, LEGACY_EVENT_ARRAY_TYPE, LEGACY_TF_MESSAGE_TYPE, ODOMETRY_TYPE, POSE_TYPE, STRING_TYPE, TF_MESSAGE_TYPE,
+    TF_STATIC_TOPIC, TF_TOPIC, TF_TYPES, BagTopics, typestore_with_event_types)
+from focus_ros.sources.bags.transforms import BagTransforms, bag_has_tf, read_bag_transforms
 from focus_ros.sources.bags.writing import write_bag
 from focus_ros.sources.errors import BagError
 
 __all__ = ["CAMERA_INFO_TYPE", "DEFAULT_TOPICS", "DEPTH_ENCODING", "DEPTH_TOPIC", "EVENT_ARRAY_TYPE",
-           "EVENT_PACKET_TYPE", "EVENT_TYPES", "IMAGE_TYPE", "IMU_TYPE", "LEGACY_EVENT_ARRAY_TYPE", "ODOMETRY_TYPE",
-           "POSE_TYPE", "STRING_TYPE", "BagError", "BagMessages", "BagTopics", "bag_topics", "bag_version",
-           "calibration_from_camera_info", "depth_from_image_message", "depth_image_message", "event_message_decoder",
-           "find_event_topic", "iter_bag_events", "open_bag", "open_bag_messages", "read_bag", "read_bag_calibration",
-           "read_bag_depth", "read_bag_poses", "ros2_storage_identifier", "topic_counts", "topics_listing",
+           "EVENT_PACKET_TYPE", "EVENT_TYPES", "IMAGE_TYPE", "IMU_TYPE", "LEGACY_EVENT_ARRAY_TYPE",
+           "LEGACY_TF_MESSAGE_TYPE", "ODOMETRY_TYPE", "POSE_TYPE", "STRING_TYPE", "TF_MESSAGE_TYPE", "TF_STATIC_TOPIC",
+           "TF_TOPIC", "TF_TYPES", "BagError", "BagMessages", "BagTopics", "BagTransforms", "bag_has_tf", "bag_topics",
+           "bag_version", "calibration_from_camera_info", "depth_from_image_message", "depth_image_message",
+           "event_frame_id", "event_message_decoder", "find_event_topic", "iter_bag_events", "open_bag",
+           "open_bag_messages", "read_bag", "read_bag_calibration", "read_bag_depth", "read_bag_poses",
+           "read_bag_transforms", "ros2_storage_identifier", "topic_counts", "topics_listing",
            "typestore_with_event_types", "write_bag"]

@@ -18,7 +18,7 @@ from focus_ros.sources.bags.opening import bag_version, find_event_topic, open_b
 from focus_ros.sources.bags.topics import EVENT_TYPES
 from focus_ros.sources.errors import BagError
 
-__all__ = ["event_message_decoder", "iter_bag_events"]
+__all__ = ["event_frame_id", "event_message_decoder", "iter_bag_events"]
 
 
 def event_message_decoder(msgtype: str, ros_version: int) -> codecs.EventMessageDecoder:
@@ -59,6 +59,19 @@ def iter_bag_events(path, topic: str | None = None) -> Iterator[tuple[Events, ob
             except codecs.EventDecodeError as error:
                 raise BagError(f"{path}: topic {topic}: {error}") from None
             yield events, info
+
+
+def event_frame_id(path, topic: str | None = None) -> str:
+    """The frame of a bag's events: the header frame_id of its first event message (the camera's
+    optical frame in the robot's TF tree; '' when the message names none or there is no message).
+    BagError as :func:`iter_bag_events`."""
+    messages = iter_bag_events(path, topic)
+    try:
+        for _, info in messages:
+            return info.frame_id
+        return ""
+    finally:
+        messages.close()  # closes the bag
 
 
 def _salvage_ros1_events(path: Path, topic: str | None, open_error: BagError):

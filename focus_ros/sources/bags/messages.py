@@ -1,5 +1,5 @@
 """ROS messages <-> focus_ros values, for rosbags' typestore (ROS 1 or ROS 2 flavour): header
-stamps, IMU samples, poses, camera info, and depth maps as 32FC1 ``sensor_msgs/Image`` (REP-118,
+stamps, IMU samples, poses, TF transforms, camera info, and depth maps as 32FC1 ``sensor_msgs/Image`` (REP-118,
 header stamp = the map's time). No file here: :mod:`.reading` and :mod:`.writing` move the
 messages in and out of bags.
 """
@@ -10,11 +10,14 @@ import numpy as np
 
 from focus_ros.camera import Calibration
 from focus_ros.events import NANOSECONDS_PER_SECOND
-from focus_ros.sources.bags.topics import CAMERA_INFO_TYPE, DEPTH_TOPIC, IMAGE_TYPE, IMU_TYPE, POSE_TYPE
+from focus_ros.sources.bags.topics import (
+    CAMERA_INFO_TYPE, DEPTH_TOPIC, IMAGE_TYPE, IMU_TYPE, POSE_TYPE, TF_MESSAGE_TYPE)
 from focus_ros.sources.errors import BagError
+from focus_ros.poses.transforms import StampedTransform
 
 __all__ = ["DEPTH_ENCODING", "calibration_from_camera_info", "camera_info_message", "depth_from_image_message",
-           "depth_image_message", "header_message", "imu_message", "pose_message", "stamp_ns", "time_message"]
+           "depth_image_message", "header_message", "imu_message", "pose_message", "stamp_ns", "tf_message",
+           "time_message", "transforms_from_tf_message"]
 
 
 def stamp_ns(header) -> int:
@@ -57,6 +60,32 @@ def pose_message(store, t_ns, position, orientation, frame_id, ros_version):
         position=types["geometry_msgs/msg/Point"](*map(float, position)),
         orientation=types["geometry_msgs/msg/Quaternion"](*map(float, orientation)))
     return types[POSE_TYPE](header=header_message(store, t_ns, frame_id, ros_version), pose=pose)
+
+
+def tf_message(store, transforms, ros_version: int, msgtype: str = TF_MESSAGE_TYPE):
+    """tf2_msgs/TFMessage (or ROS 1's tf/tfMessage, ``msgtype``) of StampedTransforms: one
+    geometry_msgs/TransformStamped each (header frame_id = parent, child_frame_id = child)."""
+    types = store.types
+    stamped = [types["geometry_msgs/msg/TransformStamped"](
+        header=header_message(store, transform.t_ns, transform.parent, ros_version),
+        child_frame_id=transform.child,
+        transform=types["geometry_msgs/msg/Transform"](
+            translation=types["geometry_msgs/msg/Vector3"](*map(float, transform.translation_m)),
+            rotation=types["geometry_msgs/msg/Quaternion"](*map(float, transform.rotation_xyzw))))
+        for transform in transforms]
+    return types[msgtype](transforms=stamped)
+
+
+def transforms_from_tf_message(message) -> list[StampedTransform]:
+    """The StampedTransforms of a deserialized tf2_msgs/TFMessage or tf/tfMessage (header stamps,
+    frame ids as recorded: the buffer drops a leading '/')."""
+    transforms = []
+    for stamped in message.transforms:
+        t, q = stamped.transform.translation, stamped.transform.rotation
+        transforms.append(StampedTransform(stamp_ns(stamped.header), stamped.header.frame_id, stamped.child_frame_id,
+                                           (float(t.x), float(t.y), float(t.z)),
+                                           (float(q.x), float(q.y), float(q.z), float(q.w))))
+    return transforms
 
 
 def camera_info_message(store, t_ns, calibration: Calibration, frame_id, ros_version):

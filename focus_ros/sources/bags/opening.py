@@ -15,7 +15,8 @@ from focus_ros.sources.bags.ros2_idl import Ros2BagReader
 from focus_ros.sources.bags.topics import EVENT_TYPES, typestore_with_event_types
 from focus_ros.sources.errors import BagError
 
-__all__ = ["bag_topics", "bag_version", "find_event_topic", "one_line", "open_bag", "raw_messages",
+__all__ = ["bag_topics", "bag_version", "deserialized_messages", "find_event_topic", "one_line", "open_bag",
+           "raw_messages",
            "ros2_storage_identifier", "topic_connections", "topic_counts", "topics_listing"]
 
 
@@ -176,3 +177,16 @@ def raw_messages(reader: AnyReader, connections, path: Path, topic: str):
             raise BagError(f"{path}: topic {topic}: corrupt or truncated bag: "
                            f"{one_line(error)}") from None
         yield item
+
+
+def deserialized_messages(reader: AnyReader, path: Path, topic: str, expected_types):
+    """The messages of one topic deserialized by rosbags' typestore, in log-time order (for the
+    small messages; events go through focus_ros.codecs). BagError when the topic is absent, of a
+    type not in ``expected_types``, or a message cannot be decoded."""
+    connections = topic_connections(reader, path, topic, expected_types)
+    for connection, _, raw in raw_messages(reader, connections, path, topic):
+        try:
+            yield reader.deserialize(raw, connection.msgtype)
+        except Exception as error:
+            raise BagError(f"{path}: topic {topic}: cannot decode {connection.msgtype}: "
+                           f"{one_line(error)}") from None

@@ -11,13 +11,12 @@ from contextlib import closing
 from pathlib import Path
 
 import numpy as np
-from rosbags.highlevel import AnyReader
 
 from focus_ros.camera import Calibration
 from focus_ros.events import Events
 from focus_ros.sources.bags.events import iter_bag_events
 from focus_ros.sources.bags.messages import calibration_from_camera_info, depth_from_image_message, stamp_ns
-from focus_ros.sources.bags.opening import bag_topics, one_line, open_bag, raw_messages, topic_connections
+from focus_ros.sources.bags.opening import bag_topics, deserialized_messages, open_bag
 from focus_ros.sources.bags.topics import (
     CAMERA_INFO_TYPE, DEFAULT_TOPICS, EVENT_TYPES, IMAGE_TYPE, IMU_TYPE, ODOMETRY_TYPE, POSE_TYPE, STRING_TYPE, BagTopics)
 from focus_ros.sources.depth_maps import DepthGroundTruth
@@ -27,20 +26,9 @@ from focus_ros.sources.recording import ImuSamples, Poses, Recording, simulation
 __all__ = ["read_bag", "read_bag_calibration", "read_bag_depth", "read_bag_poses"]
 
 
-def _deserialized(reader: AnyReader, path: Path, topic: str, msgtype: str):
-    """Deserialized messages of one topic (BagError when absent or of another type)."""
-    connections = topic_connections(reader, path, topic, (msgtype,))
-    for connection, _, raw in raw_messages(reader, connections, path, topic):
-        try:
-            yield reader.deserialize(raw, connection.msgtype)
-        except Exception as error:
-            raise BagError(f"{path}: topic {topic}: cannot decode {msgtype}: "
-                           f"{one_line(error)}") from None
-
-
 def _read_imu(reader, path, topic) -> ImuSamples:
     t, gyro, accel = [], [], []
-    for message in _deserialized(reader, path, topic, IMU_TYPE):
+    for message in deserialized_messages(reader, path, topic, (IMU_TYPE,)):
         t.append(stamp_ns(message.header))
         w, a = message.angular_velocity, message.linear_acceleration
         gyro.append((w.x, w.y, w.z))
@@ -51,7 +39,7 @@ def _read_imu(reader, path, topic) -> ImuSamples:
 
 def _read_poses(reader, path, topic) -> Poses:
     t, position, orientation = [], [], []
-    for message in _deserialized(reader, path, topic, POSE_TYPE):
+    for message in deserialized_messages(reader, path, topic, (POSE_TYPE,)):
         t.append(stamp_ns(message.header))
         p, q = message.pose.position, message.pose.orientation
         position.append((p.x, p.y, p.z))
@@ -62,7 +50,7 @@ def _read_poses(reader, path, topic) -> Poses:
 
 def _read_odometry_poses(reader, path, topic) -> Poses:
     t, position, orientation = [], [], []
-    for message in _deserialized(reader, path, topic, ODOMETRY_TYPE):
+    for message in deserialized_messages(reader, path, topic, (ODOMETRY_TYPE,)):
         t.append(stamp_ns(message.header))
         p, q = message.pose.pose.position, message.pose.pose.orientation
         position.append((p.x, p.y, p.z))
@@ -95,14 +83,14 @@ def read_bag_poses(path, topic: str | None = None) -> tuple[Poses, str]:
 
 
 def _read_calibration(reader, path, topic) -> Calibration | None:
-    for message in _deserialized(reader, path, topic, CAMERA_INFO_TYPE):
+    for message in deserialized_messages(reader, path, topic, (CAMERA_INFO_TYPE,)):
         return calibration_from_camera_info(message, f"{path}: topic {topic}")
     return None
 
 
 def _read_depth(reader, path, topic):
     times, maps = [], []
-    for message in _deserialized(reader, path, topic, IMAGE_TYPE):
+    for message in deserialized_messages(reader, path, topic, (IMAGE_TYPE,)):
         try:
             t_ns, depth = depth_from_image_message(message, f"{path}: topic {topic}")
         except ValueError as error:
@@ -162,6 +150,6 @@ def read_bag(path, topics: BagTopics = DEFAULT_TOPICS, event_topic: str | None =
 
 def _read_simulation(reader, path, topic) -> dict | None:
     """The simulator's record from its topic's first message (see write_bag), or None."""
-    for message in _deserialized(reader, path, topic, STRING_TYPE):
+    for message in deserialized_messages(reader, path, topic, (STRING_TYPE,)):
         return simulation_from_text(message.data, f"{path}: {topic}")
     return None

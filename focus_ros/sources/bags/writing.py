@@ -1,6 +1,7 @@
 """Writing a :class:`Recording` as a ROS 1 ``.bag`` file or a ROS 2 bag folder (mcap or sqlite3)
 with the dataset's topics and types: events serialized by :mod:`focus_ros.codecs`, the small
-messages (:mod:`.messages`) by rosbags, all merged in log-time order.
+messages (:mod:`.messages`) by rosbags, all merged in log-time order; optionally a TF tree on
+``/tf`` and ``/tf_static`` as a robot records it (:class:`~.transforms.BagTransforms`).
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from rosbags.rosbag2 import Writer as Ros2Writer
 from focus_ros import codecs
 from focus_ros.camera import Calibration
 from focus_ros.events import Events
-from focus_ros.sources.bags.messages import camera_info_message, depth_image_message, imu_message, pose_message
+from focus_ros.sources.bags.messages import (
+    camera_info_message, depth_image_message, imu_message, pose_message, tf_message)
 from focus_ros.sources.bags.topics import (
     CAMERA_INFO_TYPE, DEFAULT_TOPICS, EVENT_ARRAY_TYPE, EVENT_PACKET_TYPE, IMAGE_TYPE, IMU_TYPE, POSE_TYPE, STRING_TYPE,
-    BagTopics, typestore_with_event_types)
+    TF_STATIC_TOPIC, TF_TOPIC, BagTopics, typestore_with_event_types)
+from focus_ros.sources.bags.transforms import BagTransforms
 from focus_ros.sources.recording import Recording, simulation_to_text
 
 __all__ = ["write_bag"]
@@ -49,9 +52,23 @@ def _event_messages(events: Events, calibration: Calibration | None, events_per_
         yield int(chunk.t[-1]), raw
 
 
+def _tf_messages(transforms: BagTransforms):
+    """(log time ns, topic, transforms of one message) of a TF tree, as robots publish it: the
+    static transforms in one /tf_static message (logged at their earliest stamp), the dynamic ones
+    one /tf message per stamp (the transforms sharing a stamp together, logged at it)."""
+    if transforms.static:
+        yield min(transform.t_ns for transform in transforms.static), TF_STATIC_TOPIC, list(transforms.static)
+    by_stamp: dict[int, list] = {}
+    for transform in transforms.dynamic:
+        by_stamp.setdefault(int(transform.t_ns), []).append(transform)
+    for t_ns, group in sorted(by_stamp.items()):
+        yield t_ns, TF_TOPIC, group
+
+
 def write_bag(path, recording: Recording, version: int = 2, storage: str = "mcap",
               topics: BagTopics = DEFAULT_TOPICS, events_per_message: int = 30_000,
-              frame_id: str = "dvs", event_encoding: str | None = None) -> None:
+              frame_id: str = "dvs", event_encoding: str | None = None,
+              transforms: BagTransforms | None = None) -> None:
     """Write a Recording as a bag with the dataset's topics and types.
 
     version 1: a ROS 1 ``.bag`` file; version 2: a ROS 2 bag folder with ``storage``
@@ -62,7 +79,8 @@ def write_bag(path, recording: Recording, version: int = 2, storage: str = "mcap
     down to whole microseconds; the camera clock starts at the first event's microsecond);
     log time = the message's last event time, header stamp = its first. IMU, camera info
     (once, at the first event), poses and depth maps (32FC1 images) go through rosbags' serializer. Refuses to
-    overwrite an existing path (ValueError).
+    overwrite an existing path (ValueError). ``transforms``: a TF tree to write too, on ``/tf``
+    and ``/tf_static`` as ``transforms.message_type`` (ROS 1 may use tf/tfMessage).
     """
     path = Path(path)
     if version not in (1, 2):
@@ -113,10 +131,15 @@ def write_bag(path, recording: Recording, version: int = 2, storage: str = "mcap
         t0 = int(events.t[0]) if len(events) else 0
         add(t0, topics.simulation, store.types[STRING_TYPE](data=simulation_to_text(recording.simulation)),
             STRING_TYPE)
-    records.sort(key=lambda record: record[0])
 
     types = {topics.events: event_type, topics.camera_info: CAMERA_INFO_TYPE,
              topics.imu: IMU_TYPE, topics.poses: POSE_TYPE, topics.depth: IMAGE_TYPE, topics.simulation: STRING_TYPE}
+    if transforms is not None:
+        types.update({TF_TOPIC: transforms.message_type, TF_STATIC_TOPIC: transforms.message_type})
+        for t_ns, topic, group in _tf_messages(transforms):
+            add(t_ns, topic, tf_message(store, group, version, transforms.message_type), transforms.message_type)
+    records.sort(key=lambda record: record[0])
+
     used = {topic for _, topic, _ in records}
     if version == 1:
         writer = Ros1Writer(path)
