@@ -195,3 +195,64 @@ def test_info_lists_the_tf_frames_and_their_parents(tmp_path, capsys):
     assert "tf frames" not in capsys.readouterr().out
     assert main(["info", str(tmp_path / "bare"), "--quiet", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["tf_frames"] == []
+
+
+def _robot_bag(tmp_path, version: int) -> tuple:
+    """A small bag with TF (ROS 1: the older tf/tfMessage) and the transforms written into it."""
+    poses = Poses(np.arange(0, 300_000_000, 5_000_000, dtype=np.int64) + 10_000_000_000,
+                  np.column_stack([np.linspace(0, 0.3, 60), np.zeros(60), np.zeros(60)]),
+                  Rotation.from_rotvec(np.column_stack([np.zeros(60), np.linspace(0, 0.5, 60), np.zeros(60)]))
+                  .as_quat())
+    transforms = _tf_of(poses)
+    if version == 1:
+        transforms.message_type = LEGACY_TF_MESSAGE_TYPE
+    path = tmp_path / ("robot.bag" if version == 1 else "robot")
+    write_bag(path, _small_recording(poses), version=version, transforms=transforms)
+    return path, transforms
+
+
+def _as_tuples(transforms) -> list:
+    return [(t.t_ns, t.parent, t.child, tuple(np.round(t.translation_m, 12)), tuple(np.round(t.rotation_xyzw, 12)))
+            for t in transforms]
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_replay_republishes_tf_as_tf2_messages(tmp_path, version):
+    """`focus-ros replay`'s messages of a robot bag: /tf and /tf_static as tf2_msgs/TFMessage CDR (a
+    ROS 1 tf/tfMessage converted), their transforms those written."""
+    from focus_ros.sources.bags import open_bag_messages, typestore_with_event_types
+    from focus_ros.sources.bags.messages import transforms_from_tf_message
+
+    path, written = _robot_bag(tmp_path, version)
+    source = open_bag_messages(path)
+    assert source.topics["/tf"] == source.topics["/tf_static"] == "tf2_msgs/msg/TFMessage"
+    store = typestore_with_event_types(2)
+    replayed = {"/tf": [], "/tf_static": []}
+    for topic, msgtype, _, payload, _, _ in source.messages():
+        if topic in replayed:
+            assert msgtype == "tf2_msgs/msg/TFMessage"
+            replayed[topic] += transforms_from_tf_message(store.deserialize_cdr(payload, msgtype))
+    assert _as_tuples(replayed["/tf"]) == _as_tuples(written.dynamic)
+    assert _as_tuples(replayed["/tf_static"]) == _as_tuples(written.static)
+
+
+def test_replay_node_publishes_tf_static_transient_local(tmp_path, monkeypatch):
+    """A node started after the replay began still gets the static transforms: /tf_static goes out
+    transient local, as tf2's static broadcaster publishes it; /tf volatile."""
+    pytest.importorskip("rclpy")
+    pytest.importorskip("tf2_msgs.msg", reason="interface packages not built: run `make setup`")
+    from rclpy.qos import DurabilityPolicy
+
+    from ros_harness import client_node, spin_until
+    from focus_ros.ros.replay_node import BagReplayer
+
+    path, _ = _robot_bag(tmp_path, 2)
+    with client_node("tf_replay_test", monkeypatch) as (_, node, executor):
+        replayer = BagReplayer(bag=str(path), rate=1.0, context=node.context)
+        try:
+            assert spin_until(executor, lambda: node.get_publishers_info_by_topic("/tf_static"), 10.0)
+            durability = {topic: {info.qos_profile.durability for info in node.get_publishers_info_by_topic(topic)}
+                          for topic in ("/tf", "/tf_static")}
+            assert durability == {"/tf": {DurabilityPolicy.VOLATILE}, "/tf_static": {DurabilityPolicy.TRANSIENT_LOCAL}}
+        finally:
+            replayer.destroy_node()

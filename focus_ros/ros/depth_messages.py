@@ -9,9 +9,10 @@
   axis, NaN = unknown: REP-117 / REP-118; or the confidence), as
   :func:`focus_ros.ros.messages.float_image` writes it;
 - :func:`pose_from_message`: ``geometry_msgs/PoseStamped`` or ``nav_msgs/Odometry`` ->
-  (t ns, position m, quaternion xyzw, frame_id);
-- :func:`transforms_from_message`: ``tf2_msgs/TFMessage`` (``/tf``, ``/tf_static``) -> the
-  :class:`~focus_ros.poses.transforms.StampedTransform` of each edge.
+  (t ns, position m, quaternion xyzw, frame_id).
+
+(TF messages are read by :func:`focus_ros.sources.bags.messages.transforms_from_tf_message`, which
+takes rclpy's messages as it takes rosbags'.)
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from builtin_interfaces.msg import Time
 from sensor_msgs.msg import PointCloud2, PointField
 
 from focus_ros.events import NANOSECONDS_PER_SECOND
-from focus_ros.poses.transforms import StampedTransform
 
 #: the fields of the clouds depth_node publishes, in this order, all float32
 CLOUD_FIELDS = ("x", "y", "z", "intensity", "depth")
@@ -164,16 +164,3 @@ def pose_from_message(message) -> tuple[int, np.ndarray, np.ndarray, str]:
     quaternion = np.array([pose.orientation.x, pose.orientation.y, pose.orientation.z, pose.orientation.w],
                           np.float64)
     return t_ns, position, quaternion, message.header.frame_id
-
-
-def transforms_from_message(message) -> list[StampedTransform]:
-    """The edges of a tf2_msgs/TFMessage: each geometry_msgs/TransformStamped is the pose of
-    ``child_frame_id`` in ``header.frame_id`` at ``header.stamp`` (m, unit quaternion xyzw).
-    Checks (finite, unit quaternion, frames) are :class:`focus_ros.poses.transforms.TransformBuffer`'s."""
-    transforms = []
-    for item in message.transforms:
-        stamp, translation, rotation = item.header.stamp, item.transform.translation, item.transform.rotation
-        transforms.append(StampedTransform(
-            int(stamp.sec) * NANOSECONDS_PER_SECOND + int(stamp.nanosec), item.header.frame_id, item.child_frame_id,
-            (translation.x, translation.y, translation.z), (rotation.x, rotation.y, rotation.z, rotation.w)))
-    return transforms

@@ -84,6 +84,7 @@ from focus_ros.ros.estimating_node import EstimatingNode
 from focus_ros.ros.event_input import EventBatch, EventInput
 from focus_ros.ros.parameters import declare_settings, settings_from_parameters
 from focus_ros.settings import setting
+from focus_ros.sources.bags.messages import transforms_from_tf_message
 from focus_ros.poses.transforms import POSE_SOURCES, CameraPoses
 
 POINTS_FRAMES = ("world", "camera")
@@ -263,7 +264,7 @@ class DepthNode(EstimatingNode):
     def _on_transforms(self, message, static: bool) -> None:
         """A TFMessage from /tf or /tf_static: the camera poses it completes go to the pipeline."""
         received_s = time.monotonic()
-        transforms = depth_messages.transforms_from_message(message)
+        transforms = transforms_from_tf_message(message)
         with self._lock:
             if self._pose_source != "topic":
                 self._add_camera_poses(*self._camera_poses.add(transforms, static, received_s), received_s)

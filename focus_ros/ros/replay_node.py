@@ -5,8 +5,10 @@ from ROS 1 bytes into CDR with numpy (``focus_ros.codecs``; an
 ``event_camera_msgs/EventPacket`` keeps its event bytes untouched), the other messages
 (IMU, camera_info, poses) with rosbags' converter. ROS 2 bags are published as stored;
 the legacy ``event_array_msgs/EventArray`` goes out as the ``event_camera_msgs/EventPacket``
-it equals field for field. Event times used for pacing follow the node's time convention
-(ROS time, ``codecs.EventMessageDecoder``), so they compare with its estimates' stamps.
+it equals field for field. A robot's TF (``/tf``, ``/tf_static``: tf2_msgs/TFMessage, or ROS 1's
+tf/tfMessage) is replayed too, ``/tf_static`` transient local as tf2 publishes it. Event times
+used for pacing follow the node's time convention (ROS time, ``codecs.EventMessageDecoder``), so
+they compare with its estimates' stamps.
 
 Pacing (``rate``):
 
@@ -38,7 +40,7 @@ import rclpy
 import rclpy.executors
 from geometry_msgs.msg import TwistStamped
 from focus_ros.ros.parameters import FocusNode, declare_settings
-from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from focus_ros.codecs.message_types import ROS2_REPUBLISHED_MESSAGE_TYPES
 from focus_ros.events import NANOSECONDS_PER_SECOND
@@ -83,6 +85,15 @@ class ReplaySettings:
 SETTINGS_CLASSES = (ReplaySettings,)
 
 
+def _qos(topic: str) -> QoSProfile:
+    """Reliable, 100 deep; /tf_static also transient local, as tf2's static broadcaster publishes
+    it, so that a node started after the replay began still gets the static transforms."""
+    qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100, reliability=ReliabilityPolicy.RELIABLE)
+    if topic.rstrip("/").endswith("tf_static"):
+        qos.durability = DurabilityPolicy.TRANSIENT_LOCAL
+    return qos
+
+
 class BagReplayer(FocusNode):
     """Publishes a bag's messages (see the module docstring)."""
 
@@ -94,8 +105,7 @@ class BagReplayer(FocusNode):
         self.rate = float(self.get_parameter("rate").value)
         topics = [t for t in self.get_parameter("topics").value if t]
         self._source = bags.open_bag_messages(self.bag_path, topics or None)
-        qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100, reliability=ReliabilityPolicy.RELIABLE)
-        self._topic_publishers = {topic: self.create_publisher(message_class(msgtype), topic, qos)
+        self._topic_publishers = {topic: self.create_publisher(message_class(msgtype), topic, _qos(topic))
                                   for topic, msgtype in self._source.topics.items()}
         self._event_topics = [t for t, msgtype in self._source.topics.items() if msgtype in EVENT_TYPES]
         self._estimated_until_ns = -1

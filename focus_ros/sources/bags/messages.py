@@ -77,8 +77,9 @@ def tf_message(store, transforms, ros_version: int, msgtype: str = TF_MESSAGE_TY
 
 
 def transforms_from_tf_message(message) -> list[StampedTransform]:
-    """The StampedTransforms of a deserialized tf2_msgs/TFMessage or tf/tfMessage (header stamps,
-    frame ids as recorded: the buffer drops a leading '/')."""
+    """The StampedTransforms of a deserialized tf2_msgs/TFMessage or tf/tfMessage, rosbags' or
+    rclpy's (the depth node's /tf): header stamps, frame ids as recorded (the buffer drops a
+    leading '/'). Checks (finite, unit quaternion, frames) are the TransformBuffer's."""
     transforms = []
     for stamped in message.transforms:
         t, q = stamped.transform.translation, stamped.transform.rotation

@@ -1,7 +1,8 @@
 """Replaying a bag on ROS 2: its messages as ROS 2 CDR bytes in log-time order, ROS 1 messages
 converted on the way (events with :mod:`focus_ros.codecs`, the others field by field through
-rosbags), the legacy ``event_array_msgs/EventArray`` republished as the EventPacket it equals.
-The timing (when to publish) is the replay node's.
+rosbags), the legacy ``event_array_msgs/EventArray`` republished as the EventPacket it equals and
+ROS 1's ``tf/tfMessage`` as the ``tf2_msgs/TFMessage`` it equals. The timing (when to publish) is
+the replay node's.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from focus_ros.codecs.message_types import republished_ros2_type
 from focus_ros.sources.bags.events import event_message_decoder
 from focus_ros.sources.bags.opening import bag_topics, bag_version, one_line, open_bag, raw_messages
 from focus_ros.sources.bags.topics import (
-    CAMERA_INFO_TYPE, EVENT_ARRAY_TYPE, EVENT_TYPES, IMU_TYPE, ODOMETRY_TYPE, POSE_TYPE, typestore_with_event_types)
+    CAMERA_INFO_TYPE, EVENT_ARRAY_TYPE, EVENT_TYPES, IMU_TYPE, LEGACY_TF_MESSAGE_TYPE, ODOMETRY_TYPE, POSE_TYPE,
+    TF_MESSAGE_TYPE, TF_TYPES, typestore_with_event_types)
 from focus_ros.sources.errors import BagError
 
 __all__ = ["BagMessages", "open_bag_messages"]
@@ -63,7 +65,8 @@ class BagMessages:
                     msgtype = republished_ros2_type(msgtype)
                 elif version == 1:
                     try:
-                        message = _ros1_to_ros2(reader.deserialize(raw, msgtype), store)
+                        msgtype = _ros2_type(msgtype)
+                        message = _ros1_to_ros2(reader.deserialize(raw, connection.msgtype), store, msgtype)
                         raw = bytes(store.serialize_cdr(message, msgtype))
                     except Exception as error:
                         raise BagError(f"{self.path}: topic {topic}: cannot convert {msgtype} "
@@ -71,11 +74,17 @@ class BagMessages:
                 yield topic, msgtype, int(t_ns), bytes(raw), count, first
 
 
-def _ros1_to_ros2(message, store):
-    """The ROS 2 message equal to a deserialized ROS 1 message: same fields by name (ROS 1
-    upper-case names such as CameraInfo's D K R P matched case-insensitively); fields
-    ROS 2 lacks (Header.seq) are dropped."""
-    target = store.types[message.__msgtype__]
+def _ros2_type(msgtype: str) -> str:
+    """The ROS 2 type a bag's message type is published as: the legacy event array as EventPacket,
+    ROS 1's tf/tfMessage as tf2_msgs/TFMessage (the same fields), others as themselves."""
+    return TF_MESSAGE_TYPE if msgtype == LEGACY_TF_MESSAGE_TYPE else republished_ros2_type(msgtype)
+
+
+def _ros1_to_ros2(message, store, msgtype: str | None = None):
+    """The ROS 2 message (of ``msgtype``, default the message's own type) equal to a deserialized
+    ROS 1 message: same fields by name (ROS 1 upper-case names such as CameraInfo's D K R P matched
+    case-insensitively); fields ROS 2 lacks (Header.seq) are dropped."""
+    target = store.types[msgtype or message.__msgtype__]
     values = {}
     for target_field in dataclasses.fields(target):
         name = target_field.name
@@ -92,9 +101,10 @@ def _ros1_to_ros2(message, store):
 
 def open_bag_messages(path, topics: list[str] | None = None) -> BagMessages:
     """Prepare a bag for replay: ``topics`` None = every topic of a known type (events,
-    IMU, camera info, PoseStamped and Odometry poses); otherwise exactly these (BagError when one is missing)."""
+    IMU, camera info, PoseStamped and Odometry poses, TF); otherwise exactly these (BagError when
+    one is missing)."""
     path = Path(path)
-    known = set(EVENT_TYPES) | {IMU_TYPE, CAMERA_INFO_TYPE, POSE_TYPE, ODOMETRY_TYPE}
+    known = set(EVENT_TYPES) | {IMU_TYPE, CAMERA_INFO_TYPE, POSE_TYPE, ODOMETRY_TYPE, *TF_TYPES}
     with closing(open_bag(path)) as reader:
         available = bag_topics(reader)
     if topics is None:
@@ -106,7 +116,7 @@ def open_bag_messages(path, topics: list[str] | None = None) -> BagMessages:
                            f"{', '.join(sorted(available)) or 'none'})")
         selected = {t: available[t] for t in topics}
     # the legacy event_array_msgs/EventArray goes out as the EventPacket it equals field for field
-    selected = {t: republished_ros2_type(m) for t, m in selected.items()}
+    selected = {t: _ros2_type(m) for t, m in selected.items()}
     if not selected:
         raise BagError(f"{path}: no topic of a known type ({', '.join(sorted(known))})")
     return BagMessages(path, selected)
