@@ -88,7 +88,7 @@ def test_poses_from_tf_give_the_clouds_of_the_pose_topic(ros, slider):
     """Two depth nodes on the same events: one takes PoseStamped camera poses, the other (pose
     source auto, nothing on its pose topic) a dynamic world -> rig at 200 Hz and a static rig ->
     camera with a rotation and an 8-cm offset. The camera poses are the same up to rounding, so
-    the clouds must agree: same count within 1 %, same points within 1 mm. A wrong direction or
+    the clouds must agree: same count within 1 %, every point within 1 mm of its twin. A wrong direction or
     order of the composition would move them by centimetres."""
     nodes, clouds = {}, {}
     for name, pose_topic, args in (("topic", "/optitrack/davis", ("-p", "pose_source:=topic")),
@@ -118,7 +118,7 @@ def test_poses_from_tf_give_the_clouds_of_the_pose_topic(ros, slider):
         else:  # nearest neighbours both ways
             from scipy.spatial import cKDTree
             distances = np.concatenate([cKDTree(b).query(a)[0], cKDTree(a).query(b)[0]])
-        assert np.quantile(distances, 0.99) < 1e-3, np.quantile(distances, [0.5, 0.99, 1.0])
+        assert distances.max() < 1e-3, np.quantile(distances, [0.5, 0.99, 1.0])
 
 
 def test_tf_failures_are_said_once_counted_and_survived(ros, slider):
