@@ -67,8 +67,9 @@ setup(
         (f"share/{PACKAGE}/config", glob("config/*")),
     ],
     install_requires=["setuptools", "numpy", "numba", "scipy", "rosbags", "pyyaml", "tqdm"],
-    # `colcon test` runs pytest only when the package names it as its test requirement
-    extras_require={"test": ["pytest"]},
+    # `colcon test` runs pytest only when the package names it as its test requirement;
+    # ray: the evaluate commands' --ray (evaluation grids on a Ray cluster, focus_ros/evaluation/grid.py)
+    extras_require={"test": ["pytest"], "ray": ["ray"]},
     zip_safe=True,
     maintainer="focus_ros developers",
     maintainer_email="focus_ros@example.org",

@@ -27,6 +27,7 @@ ROSDEP_KEYS = {
     "matplotlib": "python3-matplotlib", "tqdm": "python3-tqdm", "numba": "python3-numba",
     "rosbags": "python3-rosbags-pip", "pytest": "python3-pytest",
     "lz4": None,  # a dependency of rosbags (python3-rosbags-pip)
+    "ray": None,  # the optional extra focus_ros[ray] (--ray): pip only, no rosdep key
     "catkin_pkg": "python3-catkin-pkg-modules",  # the rosdep-line test (what rosdep crawls with)
     "rclpy": "rclpy", "rcl_interfaces": "rcl_interfaces", "ament_index_python": "ament_index_python",
     "builtin_interfaces": "builtin_interfaces", "std_msgs": "std_msgs", "sensor_msgs": "sensor_msgs",

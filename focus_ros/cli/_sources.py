@@ -1,24 +1,37 @@
 """Options shared by the evaluating subcommands: the sequence (a path or a simulator preset),
-the loss names, and the angular-velocity ground truth."""
+or several (the evaluation grids), the loss names, and the angular-velocity ground truth."""
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
+from pathlib import Path
 
 from focus_ros.cli import UserError
 
 
-def add_source_arguments(parser: argparse.ArgumentParser) -> None:
-    """The sequence: a path, or --simulate PRESET with --sensor / --duration / --sim-end / --seed."""
-    parser.add_argument("sequence", nargs="?", help="ECD folder (events.txt, calib.txt, imu.txt, "
-                                                    "groundtruth.txt) or a bag; omit with --simulate")
+def add_source_arguments(parser: argparse.ArgumentParser, several: bool = False) -> None:
+    """The sequence: a path, or --simulate PRESET with --sensor / --duration / --sim-end / --seed.
+    several: any number of paths, or comma-separated presets and seeds (every preset with every
+    seed), expanded by :func:`source_choices`."""
+    if several:
+        parser.add_argument("sequence", nargs="*", help="ECD folders (events.txt, calib.txt, imu.txt, "
+                                                        "groundtruth.txt) or bags, one or more; omit with --simulate")
+    else:
+        parser.add_argument("sequence", nargs="?", help="ECD folder (events.txt, calib.txt, imu.txt, "
+                                                        "groundtruth.txt) or a bag; omit with --simulate")
     parser.add_argument("--calib", help="calibration override: calib.txt or camera YAML")
-    parser.add_argument("--simulate", metavar="PRESET", help="simulate a preset instead (rotation, "
-                                                             "rotation_short, ...), seeded")
+    parser.add_argument("--simulate", metavar="PRESET[,PRESET...]" if several else "PRESET",
+                        help="simulate a preset instead (rotation, rotation_short, ...), seeded"
+                             + ("; several: comma-separated" if several else ""))
     parser.add_argument("--duration", type=float, metavar="S", help="trajectory duration of the preset (s)")
     parser.add_argument("--sim-end", type=float, metavar="S",
                         help="simulate only the first S seconds of the trajectory")
-    parser.add_argument("--seed", type=int, default=0, help="simulation seed (default 0)")
+    if several:
+        parser.add_argument("--seed", type=_seeds, default=[0], metavar="N[,N...]",
+                            help="simulation seed, or comma-separated seeds (default 0)")
+    else:
+        parser.add_argument("--seed", type=int, default=0, help="simulation seed (default 0)")
     parser.add_argument("--sensor", metavar="NAME", help="the camera --simulate simulates: " + ", ".join(
         _sensor_names()) + " (size, typical intrinsics and distortion; default davis240c)")
 
@@ -68,6 +81,52 @@ def load_source(args):
         return recording, False, str(args.sequence)
     return recording, True, (f"{args.sequence} (simulated: preset {simulation.get('preset', '?')}, "
                              f"{simulation.get('camera', '?')}, seed {simulation.get('seed', '?')})")
+
+
+def _seeds(text: str) -> list[int]:
+    try:
+        seeds = [int(word) for word in text.split(",") if word.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected integers separated by commas, got '{text}'") from None
+    if not seeds:
+        raise argparse.ArgumentTypeError("expected at least one seed")
+    return seeds
+
+
+@dataclass(frozen=True)
+class SourceChoice:
+    """One sequence of a grid: ``name`` (its output subfolder when there are several, and its
+    jobs' key prefix) and ``args``: the options of that one sequence, for :func:`load_source`."""
+
+    name: str
+    args: argparse.Namespace
+
+
+def source_choices(args) -> list[SourceChoice]:
+    """The sequences of options added with ``several=True``, in the order given: each path
+    (named by its file or folder name, made unique), or every --simulate preset with every
+    --seed (named PRESET_seedN). UserError when none or both kinds are given."""
+    presets = [word.strip() for word in (args.simulate or "").split(",") if word.strip()]
+    if presets and args.sequence:
+        raise UserError("give either sequence paths or --simulate, not both")
+    if presets:
+        pairs = [(preset, seed) for preset in presets for seed in args.seed]
+        return [SourceChoice(f"{preset}_seed{seed}", argparse.Namespace(**{**vars(args), "sequence": None,
+                                                                            "simulate": preset, "seed": seed}))
+                for preset, seed in dict.fromkeys(pairs)]
+    if len(args.seed) > 1:
+        raise UserError("several --seed values go with --simulate")
+    if not args.sequence:
+        raise UserError("give a sequence path or --simulate PRESET")
+    choices, names = [], set()
+    for path in args.sequence:
+        name = Path(path).name or "sequence"
+        while name in names:
+            name = f"{name}_{len(names)}"
+        names.add(name)
+        choices.append(SourceChoice(name, argparse.Namespace(**{**vars(args), "sequence": path, "simulate": None,
+                                                                 "seed": args.seed[0]})))
+    return choices
 
 
 def loss_names(text: str) -> list[str]:

@@ -2,8 +2,10 @@
 
 The sequence is an Event Camera Dataset folder, a bag, or the simulator (--simulate PRESET,
 seeded). The same windows (30,000 events by default) are estimated for every loss and
-polarity mode, in parallel over the machine's cores; results go to OUTPUT/estimates/ and an
-interrupted run resumes without redoing finished jobs. Ground truth: the IMU gyro delayed by
+polarity mode, in parallel over the machine's cores or, with --ray, as Ray tasks on a cluster
+(same results); results go to OUTPUT/estimates/ and an interrupted run resumes without redoing
+finished jobs. Several sequences (paths, or --simulate PRESET[,PRESET] with --seed N[,N]) make
+one grid of jobs, each sequence's files in OUTPUT/NAME/. Ground truth: the IMU gyro delayed by
 --imu-delay (2.4 ms for recorded data, 0 for the simulator) or mocap orientations; an
 automatic check of axis signs and time offset warns when the data disagrees (--align auto
 corrects it). Writes OUTPUT/table.md, OUTPUT/table.csv, OUTPUT/comparison.csv and PNG plots.
@@ -16,14 +18,17 @@ import json
 import shlex
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from focus_ros.cli import UserError
 from focus_ros.cli._options import add_estimator_arguments
-from focus_ros.cli._sources import add_source_arguments, angular_velocity_ground_truth, load_source, loss_names
+from focus_ros.cli._sources import (add_source_arguments, angular_velocity_ground_truth, load_source, loss_names,
+                                    source_choices)
 from focus_ros.estimators.angular_velocity import AngularVelocitySettings
+from focus_ros.evaluation.grid import add_executor_arguments
 from focus_ros.events import NANOSECONDS_PER_SECOND
 
 DEFAULT_PLOT_LOSSES = ("gradient_magnitude", "variance")
@@ -33,8 +38,9 @@ DEFAULT_PLOT_LOSSES = ("gradient_magnitude", "variance")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_source_arguments(parser)
-    parser.add_argument("-o", "--output", required=True, type=Path, help="output folder (resumable)")
+    add_source_arguments(parser, several=True)
+    parser.add_argument("-o", "--output", required=True, type=Path,
+                        help="output folder (resumable); with several sequences, one subfolder each")
     parser.add_argument("--losses", default="all", help="'all' (default) or comma-separated loss names")
     parser.add_argument("--polarity", choices=("with", "without", "both"), default="both")
     parser.add_argument("--ground-truth", choices=("auto", "imu", "mocap", "none"), default="auto",
@@ -52,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--time-range", type=float, nargs=2, metavar=("START", "END"),
                         help="only events in [START, END) s of the sequence's clock")
     add_estimator_arguments(parser, AngularVelocitySettings())  # the paper's method
-    parser.add_argument("--workers", type=int, help="processes (default: all cores)")
+    add_executor_arguments(parser)
     parser.add_argument("--plot-losses", default=",".join(DEFAULT_PLOT_LOSSES),
                         help="losses to plot (comma-separated; 'none' for no plots)")
     parser.add_argument("--box-interval", type=float, default=15.0, metavar="S",
@@ -63,40 +69,76 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 # ---------------------------------------------------------------------------- run
 
 
+@dataclass
+class SequencePlan:
+    """One sequence of the grid: where its files go, its recording and ground truth, its windows
+    and its jobs (all sequences share the jobs' losses, polarity modes and estimator options)."""
+
+    name: str
+    output: Path
+    recording: object
+    description: str
+    ground_truth: object
+    windows: np.ndarray
+    grid_jobs: list
+
+
 def run(args) -> int:
-    from focus_ros.evaluation import assemble, angular_velocity, tables
+    from focus_ros.evaluation import angular_velocity, grid
 
     losses = loss_names(args.losses)
     modes = ("without", "with") if args.polarity == "both" else (args.polarity,)
-    if args.workers is not None and args.workers <= 0:
-        raise UserError(f"--workers must be positive, got {args.workers}")
     if not args.box_interval > 0:
         raise UserError(f"--box-interval must be positive (s), got {args.box_interval}")
     jobs = angular_velocity.plan_jobs(losses, modes)
+    options = angular_velocity.EstimatorOptions(kernel=args.kernel, t_ref=args.t_ref, warp=args.warp,
+                                                optimizer=args.optimizer, blur_sigma_px=args.blur_sigma_px,
+                                                warm_start=args.warm_start, value_tolerance=args.value_tolerance)
     started = time.perf_counter()
-    recording, simulated, description = load_source(args)
-    ground_truth = angular_velocity_ground_truth(args, recording, simulated)
+    choices = source_choices(args)
+    executor = grid.executor_from_arguments(args)
+    try:
+        plans = [_plan_sequence(args, choice, len(choices) > 1, jobs, options) for choice in choices]
+        sequences = {plan.name: grid.SequenceInput(plan.name, plan.recording, (int(plan.windows[0, 0]),
+                                                                               int(plan.windows[-1, 1])), plan.output)
+                     for plan in plans}
+        report = grid.run_grid([job for plan in plans for job in plan.grid_jobs], sequences, executor,
+                               not args.quiet, "evaluate")
+    finally:
+        executor.close()
+    grid.report_run(report, args.output, "evaluate", args.quiet)
+    for plan in plans:
+        _write_sequence_report(args, plan, jobs, modes, report, started)
+    return 1 if report.failed else 0
+
+
+def _plan_sequence(args, choice, several: bool, jobs, options) -> SequencePlan:
+    """Load one sequence, its ground truth and windows, and plan its jobs (UserError when it has no window)."""
+    from focus_ros.evaluation import angular_velocity
+
+    recording, simulated, description = load_source(choice.args)
+    ground_truth = angular_velocity_ground_truth(choice.args, recording, simulated)
     events = recording.events
     time_range = None if args.time_range is None else tuple(
         int(round(v * NANOSECONDS_PER_SECOND)) for v in args.time_range)
     windows = angular_velocity.build_windows(events.t, args.window_events, args.every, args.max_windows, time_range)
     if len(windows) == 0:
         raise UserError(f"no complete window of {args.window_events} events in the selected range "
-                        f"({len(events)} events)")
-    options = angular_velocity.EstimatorOptions(kernel=args.kernel, t_ref=args.t_ref, warp=args.warp,
-                                                optimizer=args.optimizer, blur_sigma_px=args.blur_sigma_px,
-                                                warm_start=args.warm_start, value_tolerance=args.value_tolerance)
-    output = args.output
-    report = angular_velocity.run_jobs(jobs, events, recording.calibration, windows, options, output, args.workers,
-                                       show_progress=not args.quiet)
-    for name, message in report.failed.items():
-        print(f"focus-ros evaluate: job {name} failed: {message}", file=sys.stderr)
-    results = {}
-    for job in jobs:
-        if job.status == "ok" and job.name not in report.failed:
-            results[job.name] = angular_velocity.read_job_result(output, job)
+                        f"({len(events)} events)" + (f" of {choice.name}" if several else ""))
+    output = args.output / choice.name if several else args.output
+    grid_jobs = angular_velocity.grid_jobs(jobs, events, windows, options, output, choice.name)
+    return SequencePlan(choice.name, output, recording, description, ground_truth, windows, grid_jobs)
+
+
+def _write_sequence_report(args, plan: SequencePlan, jobs, modes, report, started: float) -> None:
+    """One sequence's table.md, table.csv, comparison.csv, plots and run.json from its jobs' results
+    (UserError when none has one)."""
+    from focus_ros.evaluation import assemble, tables
+
+    results = report.part(f"{plan.name}/angular_velocity/").results
     if not results:
-        raise UserError("no job produced results")
+        raise UserError("no job produced results" + (f" for {plan.name}" if plan.output != args.output else ""))
+    output, events, windows, ground_truth = plan.output, plan.recording.events, plan.windows, plan.ground_truth
     result_list = list(results.values())
     if ground_truth is not None:
         comparison = assemble.compare_with_ground_truth(result_list, ground_truth, args.align,
@@ -107,25 +149,26 @@ def run(args) -> int:
               file=sys.stderr)
     else:
         comparison = assemble.compare_with_reference(result_list, args.reference_omega)
+    sequence_report = report.part(f"{plan.name}/angular_velocity/")
     rows = assemble.table_rows(jobs, results, comparison)
     tables.write_csv(rows, output / "table.csv")
     _write_comparison_csv(comparison, output / "comparison.csv")
-    header = _header(args, description, events, windows, comparison, ground_truth is not None, report)
+    header = _header(args, plan.description, events, windows, comparison, ground_truth is not None, sequence_report)
     body = (tables.markdown_summary(rows, modes) + "\n" + tables.markdown_details(rows, modes)
             + ("\n" + tables.markdown_distribution(rows, modes) if ground_truth is not None
                else "\n" + tables.markdown_estimates(rows, modes)))
     (output / "table.md").write_text(header + "\n" + body)
-    plotted = _plots(args, recording, events, windows, results, comparison, output)
+    plotted = _plots(args, plan.recording, events, windows, results, comparison, output)
     elapsed = time.perf_counter() - started
     (output / "run.json").write_text(json.dumps({
-        "command": _command_line(), "wall_time_s": elapsed, "jobs_run": report.ran, "jobs_skipped": report.skipped,
-        "jobs_failed": report.failed, "windows": len(windows),
+        "command": _command_line(), "wall_time_s": elapsed, "jobs_run": sequence_report.ran,
+        "jobs_skipped": sequence_report.skipped, "jobs_failed": sequence_report.failed, "windows": len(windows),
         "alignment": comparison.alignment.as_dict() if comparison.alignment else None}, indent=1))
     if not args.quiet:
         print(f"evaluated {len(results)} (loss, polarity) jobs x {len(windows)} windows in {elapsed:.1f} s "
-              f"({len(report.ran)} run, {len(report.skipped)} resumed); wrote {output / 'table.md'}, "
-              f"{output / 'table.csv'}" + (f" and {len(plotted)} plots" if plotted else ""), file=sys.stderr)
-    return 1 if report.failed else 0
+              f"({len(sequence_report.ran)} run, {len(sequence_report.skipped)} resumed); wrote "
+              f"{output / 'table.md'}, {output / 'table.csv'}" + (f" and {len(plotted)} plots" if plotted else ""),
+              file=sys.stderr)
 
 
 def _command_line() -> str:

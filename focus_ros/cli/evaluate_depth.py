@@ -10,6 +10,11 @@ the max-vote baseline's density), OUTPUT/depth_table.csv, and the pictures
 OUTPUT/depth_maps.png (depth and confidence maps and point clouds of a few methods beside
 the ground truth), OUTPUT/depth_focus_curves.png (focus versus depth of one patch, the
 paper's Fig. 7) and OUTPUT/depth_accuracy_density.png (accuracy versus density). Protocol: focus_ros/evaluation/depth.py and EVALUATION.md ("Depth").
+
+One job per polarity mode (every method on that mode's DSIs), run on the machine's cores or,
+with --ray, as Ray tasks on a cluster (same results); finished jobs are kept in OUTPUT/jobs/
+and a rerun resumes from them. Several sequences (paths, or --simulate PRESET[,PRESET] with
+--seed N[,N]) make one grid of jobs, each sequence's files in OUTPUT/NAME/.
 """
 
 from __future__ import annotations
@@ -18,12 +23,14 @@ import argparse
 import shlex
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from focus_ros.cli import UserError
-from focus_ros.cli._sources import add_source_arguments, load_source
+from focus_ros.cli._sources import add_source_arguments, load_source, source_choices
+from focus_ros.evaluation.grid import add_executor_arguments
 
 DEFAULT_PLOT_METHODS = ("local_variance", "local_mean_square", "gradient_magnitude", "max_vote")
 
@@ -105,8 +112,9 @@ def _methods(text: str) -> list[str]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_source_arguments(parser)
-    parser.add_argument("-o", "--output", required=True, type=Path, help="output folder")
+    add_source_arguments(parser, several=True)
+    parser.add_argument("-o", "--output", required=True, type=Path,
+                        help="output folder (resumable); with several sequences, one subfolder each")
     parser.add_argument("--losses", default="all",
                         help="'all' (default: every loss with a patch version) or comma-separated names; "
                              "the max_vote baseline is always added")
@@ -123,14 +131,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plot-losses", default=None,
                         help="methods whose depth maps are pictured (comma-separated; 'none' for no pictures; "
                              f"default: those of {', '.join(DEFAULT_PLOT_METHODS)} that are evaluated)")
+    add_executor_arguments(parser, workers_default="1: the depth kernels use every core already")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
 def run(args) -> int:
-    from tqdm import tqdm
-
-    from focus_ros.evaluation import depth_report
-    from focus_ros.evaluation.depth import evaluate_depth
+    from focus_ros.evaluation import grid
+    from focus_ros.evaluation.depth import depth_grid_jobs, merge_depth_evaluations
 
     methods = _methods(args.losses)
     modes = ("without", "with") if args.polarity == "both" else (args.polarity,)
@@ -149,13 +156,51 @@ def run(args) -> int:
     if unknown:
         raise UserError(f"--plot-losses {unknown[0]} is not among the evaluated methods ({', '.join(methods)})")
     started = time.perf_counter()
-    recording, _, description = load_source(args)
-    steps = args.keyframes * len(modes) * len(methods)
-    with tqdm(total=steps, unit="step", disable=args.quiet, file=sys.stderr, desc="keyframes x methods") as bar:
-        evaluation = evaluate_depth(recording, methods, modes, args.keyframes, args.keyframe_events, settings,
-                                    progress=bar.update, keyframe_baseline_m=args.keyframe_baseline)
-    output = args.output
+    choices = source_choices(args)
+    executor = grid.executor_from_arguments(args, default_workers=1)
+    try:
+        plans = []
+        for choice in choices:  # each sequence's jobs: one per polarity mode
+            recording, _, description = load_source(choice.args)
+            output = args.output / choice.name if len(choices) > 1 else args.output
+            jobs = depth_grid_jobs(recording, methods, modes, args.keyframes, args.keyframe_events, settings,
+                                   args.keyframe_baseline, output, choice.name)
+            sequence = grid.SequenceInput(choice.name, recording, (0, len(recording.events)), output)
+            plans.append(SequencePlan(choice.name, output, description, sequence, jobs))
+        report = grid.run_grid([job for plan in plans for job in plan.grid_jobs],
+                               {plan.name: plan.sequence for plan in plans}, executor, not args.quiet,
+                               "evaluate-depth")
+    finally:
+        executor.close()
+    grid.report_run(report, args.output, "evaluate-depth", args.quiet)
+    for plan in plans:
+        parts = report.part(f"{plan.name}/depth/").results
+        if len(parts) < len(modes):
+            continue  # a failed job (reported above): no table for this sequence
+        evaluation = merge_depth_evaluations([parts[mode] for mode in modes])
+        _write_sequence_report(args, evaluation, methods, modes, plot_methods, plan.output, plan.description,
+                               started)
+    return 1 if report.failed else 0
+
+
+@dataclass
+class SequencePlan:
+    """One sequence of the grid: its name, output folder, description, data and jobs."""
+
+    name: str
+    output: Path
+    description: str
+    sequence: object
+    grid_jobs: list
+
+
+def _write_sequence_report(args, evaluation, methods, modes, plot_methods, output: Path, description: str,
+                           started: float) -> None:
+    """One sequence's depth_table.md, depth_table.csv and pictures (the table also printed)."""
+    from focus_ros.evaluation import depth_report
+
     output.mkdir(parents=True, exist_ok=True)
+    settings = evaluation.settings
     depth_report.write_depth_csv(evaluation.rows, output / "depth_table.csv")
     table = depth_report.depth_markdown(evaluation.rows, modes)
     header = _header(args, description, evaluation, settings)
@@ -170,7 +215,6 @@ def run(args) -> int:
               f"keyframes in {time.perf_counter() - started:.1f} s; wrote {output / 'depth_table.md'}, "
               f"{output / 'depth_table.csv'}" + (f" and {len(pictures)} pictures" if pictures else ""),
               file=sys.stderr)
-    return 0
 
 
 def _header(args, description, evaluation, settings) -> str:

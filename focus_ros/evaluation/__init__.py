@@ -18,7 +18,10 @@ errors of published clouds) and ``depth_report`` (its table and pictures).
 
 Optical flow: ``flow`` (flow ground truth from rotation, or translation with depth, and
 endpoint errors).
+
+All three run their jobs through ``grid``: (sequence x loss x setting) jobs on a local process
+pool or as Ray tasks (``--ray``), results written by the driver per job, resumable.
 """
 
-__all__ = ["alignment", "angular_velocity", "assemble", "depth", "depth_report", "flow", "ground_truth",
+__all__ = ["alignment", "angular_velocity", "assemble", "depth", "depth_report", "flow", "grid", "ground_truth",
            "landscape", "metrics", "plots", "sequence", "tables", "timing"]

@@ -1,27 +1,27 @@
-"""Run every (loss, polarity) job over the same windows, in parallel, resumably.
+"""Every (loss, polarity) job of the angular velocity over the same windows, resumably.
 
 1. ``build_windows``: window [start, end) event indices, built once for all jobs
    (consecutive windows of N events within a time range, every K-th, at most M).
-2. ``prepare_event_store``: the events saved once as .npy files in the output folder;
-   each worker process memory-maps them (no pickling of tens of MB per job).
-3. ``run_jobs``: a process pool of ``workers`` processes; each job runs the warm-started
-   estimator over all windows in order, times value+gradient evaluations, and writes
-   ``<out>/estimates/<loss>__<polarity>.json`` then ``.csv`` atomically. A job whose
-   CSV exists with the same fingerprint (same windows and settings) is skipped on resume.
-4. ``read_job_result``: a finished job's estimates back as arrays.
+2. ``grid_jobs``: the jobs as :class:`focus_ros.evaluation.grid.GridJob` for
+   :func:`focus_ros.evaluation.grid.run_grid` (a local process pool or Ray tasks): each job
+   runs the warm-started estimator over all windows in order, times value+gradient
+   evaluations (``compute_job``) and returns the files of its result; the driver writes
+   ``<out>/estimates/<loss>__<polarity>.json`` then ``.csv`` atomically (``write_job_files``).
+   A job whose CSV exists with the same fingerprint (same windows, settings and events) is
+   skipped on resume; one with another fingerprint is refused (no mixing of runs in a folder).
+3. ``read_job_result``: a finished job's estimates back as arrays.
 """
 
 from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import json
 import math
 import os
-import queue
-import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -133,35 +133,13 @@ def build_windows(t_ns: np.ndarray, window_events: int, every: int = 1, max_wind
     return np.stack([starts, starts + window_events], axis=1) if len(starts) else np.empty((0, 2), np.int64)
 
 
-# ---------------------------------------------------------------------------- event store
+# ---------------------------------------------------------------------------- event summary
 
 
 def event_summary(events: Events) -> dict:
     """Count and first/last times (ns) of the events: part of every job's fingerprint."""
     return {"count": len(events), "first_ns": int(events.t[0]) if len(events) else 0,
             "last_ns": int(events.t[-1]) if len(events) else 0}
-
-
-def prepare_event_store(events: Events, folder: Path) -> Path:
-    """Save the events once as x.npy, y.npy, t.npy, p.npy in folder (skipped when already there
-    with the same length and end times) for the workers to memory-map."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    marker = folder / "events.json"
-    summary = event_summary(events)
-    if marker.is_file() and json.loads(marker.read_text()) == summary:
-        return folder
-    for name in EVENT_FIELDS:
-        temporary = folder / f"{name}.tmp.npy"
-        np.save(temporary, getattr(events, name))
-        os.replace(temporary, folder / f"{name}.npy")
-    marker.write_text(json.dumps(summary))
-    return folder
-
-
-def open_event_store(folder: Path) -> Events:
-    """The events of an event store, memory-mapped read-only."""
-    return Events(*(np.load(Path(folder) / f"{name}.npy", mmap_mode="r") for name in EVENT_FIELDS))
 
 
 # ---------------------------------------------------------------------------- one job
@@ -223,11 +201,19 @@ def _window_events(events: Events, start: int, end: int) -> Events:
     return Events(*(np.array(getattr(events, name)[start:end]) for name in EVENT_FIELDS))
 
 
-def run_job(job: Job, events: Events, calibration: Calibration, windows: np.ndarray, options: EstimatorOptions,
-            output: Path, fingerprint: str, progress: Callable[[int], None] | None = None,
-            timing_windows: int = 3, timing_repeats: int = 15) -> Path:
-    """Estimate every window in order with warm start, time evaluations, and write the job's
-    JSON (fingerprint, timings) and then its CSV (the completion marker), atomically."""
+@dataclass(frozen=True)
+class JobFiles:
+    """A finished job's result as the text of its two files: metadata JSON and estimates CSV."""
+
+    meta_json: str
+    estimates_csv: str
+
+
+def compute_job(job: Job, events: Events, calibration: Calibration, windows: np.ndarray, options: EstimatorOptions,
+                fingerprint: str, progress: Callable[[int], None] | None = None, timing_windows: int = 3,
+                timing_repeats: int = 15, offset: int = 0) -> JobFiles:
+    """Estimate every window in order with warm start and time evaluations: the job's files.
+    ``events`` are the sequence's events from index ``offset`` on (windows index the sequence)."""
     from focus_ros.estimators.angular_velocity import AngularVelocityEstimator, AngularVelocitySettings
 
     settings = AngularVelocitySettings(loss=job.loss, use_polarity=job.polarity == "with", kernel=options.kernel,
@@ -239,7 +225,7 @@ def run_job(job: Job, events: Events, calibration: Calibration, windows: np.ndar
     started = time.perf_counter()
     records, omegas = [], np.full((len(windows), 3), np.nan)
     for index, (start, end) in enumerate(windows):
-        estimate = estimator.estimate(_window_events(events, start, end))
+        estimate = estimator.estimate(_window_events(events, start - offset, end - offset))
         omegas[index] = estimate.angular_velocity
         records.append([index, int(start), int(end), f"{estimate.t_ref_ns / NANOSECONDS_PER_SECOND:.9f}",
                         *(f"{v:.9g}" if math.isfinite(v) else "nan" for v in estimate.angular_velocity),
@@ -248,25 +234,41 @@ def run_job(job: Job, events: Events, calibration: Calibration, windows: np.ndar
         if progress is not None:
             progress(1)
     elapsed = time.perf_counter() - started
-    us_whole, us_loss = _time_evaluations(estimator, events, windows, omegas, timing_windows, timing_repeats)
-    csv_path, meta_path = result_paths(output, job)
-    csv_path.parent.mkdir(parents=True, exist_ok=True)
-    _write_atomically(meta_path, json.dumps({
+    us_whole, us_loss = _time_evaluations(estimator, events, windows - offset, omegas, timing_windows,
+                                          timing_repeats)
+    meta = json.dumps({
         "loss": job.loss, "polarity": job.polarity, "fingerprint": fingerprint, "windows": len(windows),
         "us_per_evaluation": us_whole, "us_per_loss_evaluation": us_loss, "elapsed_s": elapsed,
-        "estimator": asdict(options)}, indent=1))
-    temporary = csv_path.with_name(csv_path.name + ".tmp")
-    with open(temporary, "w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(ESTIMATE_COLUMNS)
-        writer.writerows(records)
-    os.replace(temporary, csv_path)
+        "estimator": asdict(options)}, indent=1)
+    text = io.StringIO(newline="")
+    writer = csv.writer(text)
+    writer.writerow(ESTIMATE_COLUMNS)
+    writer.writerows(records)
+    return JobFiles(meta, text.getvalue())
+
+
+def write_job_files(output: Path, job: Job, files: JobFiles) -> Path:
+    """Write a job's JSON and then its CSV (the completion marker), each atomically."""
+    csv_path, meta_path = result_paths(output, job)
+    csv_path.parent.mkdir(parents=True, exist_ok=True)
+    _write_atomically(meta_path, files.meta_json)
+    _write_atomically(csv_path, files.estimates_csv)
     return csv_path
+
+
+def run_job(job: Job, events: Events, calibration: Calibration, windows: np.ndarray, options: EstimatorOptions,
+            output: Path, fingerprint: str, progress: Callable[[int], None] | None = None,
+            timing_windows: int = 3, timing_repeats: int = 15) -> Path:
+    """:func:`compute_job` in this process, then :func:`write_job_files`: the CSV's path."""
+    files = compute_job(job, events, calibration, windows, options, fingerprint, progress, timing_windows,
+                        timing_repeats)
+    return write_job_files(output, job, files)
 
 
 def _write_atomically(path: Path, text: str) -> None:
     temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(text)
+    with open(temporary, "w", newline="") as handle:
+        handle.write(text)
     os.replace(temporary, path)
 
 
@@ -289,124 +291,46 @@ def read_job_result(output: Path, job: Job) -> JobResult:
                      float(meta.get("us_per_loss_evaluation", math.nan)), float(meta.get("elapsed_s", math.nan)))
 
 
-# ---------------------------------------------------------------------------- the pool
-
-_worker_state: dict = {}
+# ---------------------------------------------------------------------------- the grid
 
 
-def _initialize_worker(store: str, calibration: Calibration, progress_queue) -> None:
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
-    _worker_state.update(events=open_event_store(Path(store)), calibration=calibration, queue=progress_queue)
-
-
-def _worker_run(arguments) -> str:
-    job, windows, options, output, fingerprint, timing_windows = arguments
-    progress_queue = _worker_state["queue"]
-    run_job(job, _worker_state["events"], _worker_state["calibration"], windows, options, Path(output),
-            fingerprint, progress=lambda n: progress_queue.put(n), timing_windows=timing_windows)
-    return job.name
+def estimate_job(data, job: Job, windows: np.ndarray, options: EstimatorOptions, fingerprint: str,
+                 timing_windows: int = 3) -> JobFiles:
+    """A grid job (in a worker): :func:`compute_job` on the delivered sequence data."""
+    return compute_job(job, data.events, data.recording.calibration, windows, options, fingerprint,
+                       timing_windows=timing_windows, offset=data.offset)
 
 
-@dataclass
-class RunReport:
-    """What run_jobs did: jobs run now, skipped (already finished), and failures (name -> message)."""
+class EstimateStore:
+    """The grid's store of angular-velocity jobs: ``<output>/estimates/<loss>__<polarity>.csv``
+    and ``.json`` (the format above); ``load`` gives a :class:`JobResult`."""
 
-    ran: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
-    failed: dict[str, str] = field(default_factory=dict)
+    def __init__(self, output: Path):
+        self.output = Path(output)
+
+    def load(self, grid_job) -> JobResult | None:
+        job = grid_job.arguments["job"]
+        return read_job_result(self.output, job) if is_finished(self.output, job, grid_job.fingerprint) else None
+
+    def save(self, grid_job, files: JobFiles) -> None:
+        write_job_files(self.output, grid_job.arguments["job"], files)
 
 
-def run_jobs(jobs: list[Job], events: Events, calibration: Calibration, windows: np.ndarray,
-             options: EstimatorOptions, output: Path, workers: int | None = None, show_progress: bool = True,
-             timing_windows: int = 3) -> RunReport:
-    """Run the runnable jobs not finished yet in ``output``, on ``workers`` processes (default:
-    os.cpu_count(); 1 runs in this process), with a tqdm bar over jobs x windows."""
-    output = Path(output)
-    output.mkdir(parents=True, exist_ok=True)
+def grid_jobs(jobs: list[Job], events: Events, windows: np.ndarray, options: EstimatorOptions, output: Path,
+              sequence: str, timing_windows: int = 3) -> list:
+    """The runnable jobs (status "ok") as grid jobs of the sequence named ``sequence``, keyed
+    ``<sequence>/angular_velocity/<loss>__<polarity>``, their results in ``output``."""
+    from focus_ros.evaluation.grid import GridJob
+
     summary = event_summary(events)
-    report = RunReport()
-    pending = []
+    store = EstimateStore(output)
+    result = []
     for job in jobs:
         if job.status != "ok":
             continue
         fingerprint = job_fingerprint(job, windows, options, summary)
-        if is_finished(output, job, fingerprint):
-            report.skipped.append(job.name)
-        else:
-            pending.append((job, windows, options, str(output), fingerprint, timing_windows))
-    workers = (os.cpu_count() or 1) if workers is None else max(1, int(workers))
-    total = len(pending) * len(windows)
-    if not pending:
-        return report
-    store = prepare_event_store(events, output / "events_store")
-    try:
-        _run_pending(pending, store, calibration, workers, total, show_progress, timing_windows, report)
-    finally:
-        remove_event_store(store)
-    return report
-
-
-def remove_event_store(folder: Path) -> None:
-    """Delete the temporary event store (it is rebuilt from the sequence on the next run)."""
-    for name in (*EVENT_FIELDS, "events"):
-        for path in (Path(folder) / f"{name}.npy", Path(folder) / f"{name}.json"):
-            path.unlink(missing_ok=True)
-    try:
-        Path(folder).rmdir()
-    except OSError:
-        pass
-
-
-def _run_pending(pending, store: Path, calibration: Calibration, workers: int, total: int, show_progress: bool,
-                 timing_windows: int, report: RunReport) -> None:
-    from tqdm import tqdm
-
-    with tqdm(total=total, unit="window", disable=not show_progress or total == 0, file=sys.stderr,
-              desc=f"{len(pending)} jobs") as bar:
-        if workers == 1 or len(pending) <= 1:
-            stored = open_event_store(store)
-            for job, *rest in pending:
-                try:
-                    run_job(job, stored, calibration, rest[0], rest[1], Path(rest[2]), rest[3], bar.update,
-                            timing_windows=timing_windows)
-                    report.ran.append(job.name)
-                except ValueError as error:
-                    report.failed[job.name] = str(error)
-        else:
-            _run_in_pool(pending, store, calibration, min(workers, len(pending)), bar, report)
-
-
-def _run_in_pool(pending, store: Path, calibration: Calibration, workers: int, bar, report: RunReport) -> None:
-    import multiprocessing
-
-    context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
-    progress_queue = context.Queue()
-    pool = context.Pool(workers, initializer=_initialize_worker, initargs=(str(store), calibration, progress_queue))
-    try:
-        results = {arguments[0].name: pool.apply_async(_worker_run, (arguments,)) for arguments in pending}
-        waiting = dict(results)
-        while waiting:
-            try:
-                bar.update(progress_queue.get(timeout=0.2))
-            except queue.Empty:
-                pass
-            for name in [name for name, result in waiting.items() if result.ready()]:
-                result = waiting.pop(name)
-                try:
-                    result.get()
-                    report.ran.append(name)
-                except Exception as error:  # a job failed: report it, keep the others
-                    report.failed[name] = f"{type(error).__name__}: {error}"
-        while True:  # drain progress left in the queue
-            try:
-                bar.update(progress_queue.get_nowait())
-            except queue.Empty:
-                break
-        pool.close()
-    except BaseException:
-        pool.terminate()
-        raise
-    finally:
-        pool.join()
+        arguments = {"job": job, "windows": windows, "options": options, "fingerprint": fingerprint,
+                     "timing_windows": timing_windows}
+        result.append(GridJob(f"{sequence}/angular_velocity/{job.name}", sequence, estimate_job, arguments,
+                              fingerprint, store))
+    return result

@@ -350,6 +350,31 @@ def _summarize(method, polarity, per_keyframe, baseline, truth_pixels) -> DepthR
     return result
 
 
+def depth_inputs(recording, keyframes: int, events_per_keyframe: int, keyframe_baseline_m: float | None = None):
+    """(depth ground truth, trajectory, the events the poses cover, keyframe windows) of a
+    recording; ValueError naming what is missing (poses, ground truth, calibration, events)."""
+    from focus_ros.poses import Trajectory
+    from focus_ros.sources.depth_maps import DepthGroundTruth
+
+    if recording.poses is None or not len(recording.poses):
+        raise ValueError("the sequence has no camera poses (groundtruth.txt or a pose topic): depth needs them")
+    truth = DepthGroundTruth.from_recording(recording)
+    if truth is None:
+        raise ValueError("the sequence has no depth ground truth (depthmaps.txt or a /dvs/depthmap topic); "
+                         "simulate one with: focus-ros simulate --preset slider")
+    if recording.calibration is None:
+        raise ValueError("the sequence has no calibration")
+    trajectory = Trajectory.from_poses(recording.poses)
+    events: Events = recording.events
+    first, last = trajectory.t_range_ns
+    covered = (events.t >= first) & (events.t <= last)
+    if not covered.all():
+        events = events[covered]
+    windows = keyframe_windows(events.t, truth.t, keyframes, events_per_keyframe, keyframe_baseline_m,
+                               lambda t_ns: trajectory.interpolate(t_ns)[1])
+    return truth, trajectory, events, windows
+
+
 def evaluate_depth(recording, methods, polarity_modes=POLARITY_MODES, keyframes: int = 3,
                    events_per_keyframe: int = 500_000, settings=None, progress=None,
                    keyframe_baseline_m: float | None = None) -> DepthEvaluation:
@@ -364,26 +389,9 @@ def evaluate_depth(recording, methods, polarity_modes=POLARITY_MODES, keyframes:
     (poses, ground truth, events).
     """
     from focus_ros.estimators.depth import DepthEstimator, DepthSettings
-    from focus_ros.poses import Trajectory
-    from focus_ros.sources.depth_maps import DepthGroundTruth
 
-    if recording.poses is None or not len(recording.poses):
-        raise ValueError("the sequence has no camera poses (groundtruth.txt or a pose topic): depth needs them")
-    truth = DepthGroundTruth.from_recording(recording)
-    if truth is None:
-        raise ValueError("the sequence has no depth ground truth (depthmaps.txt or a /dvs/depthmap topic); "
-                         "simulate one with: focus-ros simulate --preset slider")
-    if recording.calibration is None:
-        raise ValueError("the sequence has no calibration")
     settings = DepthSettings() if settings is None else settings
-    trajectory = Trajectory.from_poses(recording.poses)
-    events: Events = recording.events
-    first, last = trajectory.t_range_ns
-    covered = (events.t >= first) & (events.t <= last)
-    if not covered.all():
-        events = events[covered]
-    windows = keyframe_windows(events.t, truth.t, keyframes, events_per_keyframe, keyframe_baseline_m,
-                               lambda t_ns: trajectory.interpolate(t_ns)[1])
+    truth, trajectory, events, windows = depth_inputs(recording, keyframes, events_per_keyframe, keyframe_baseline_m)
     estimator = DepthEstimator(recording.calibration, settings)
     calibration = recording.calibration
 
@@ -442,6 +450,58 @@ def evaluate_depth(recording, methods, polarity_modes=POLARITY_MODES, keyframes:
     first_outcomes = {key: value[0] for key, value in outcomes.items()}
     return DepthEvaluation(rows, windows, first_truth, first_outcomes, dsi_votes, estimator.depths_m.copy(),
                            settings, calibration, estimator.patch_focus)
+
+
+# ---------------------------------------------------------------------------- the grid
+
+
+def depth_job(data, methods, polarity: str, keyframes: int, events_per_keyframe: int, settings,
+              keyframe_baseline_m: float | None) -> DepthEvaluation:
+    """A grid job (in a worker): :func:`evaluate_depth` of every method in one polarity mode on
+    the delivered sequence (one DSI per keyframe shared by all methods, as the protocol wants).
+    Its ``patch_focus`` (a method of the worker's estimator) is left out: see
+    :func:`merge_depth_evaluations`."""
+    evaluation = evaluate_depth(data.recording, methods, (polarity,), keyframes, events_per_keyframe, settings,
+                                keyframe_baseline_m=keyframe_baseline_m)
+    evaluation.patch_focus = None
+    return evaluation
+
+
+def depth_grid_jobs(recording, methods, polarity_modes, keyframes: int, events_per_keyframe: int, settings,
+                    keyframe_baseline_m: float | None, output, sequence: str) -> list:
+    """One grid job per polarity mode of the sequence named ``sequence``, keyed
+    ``<sequence>/depth/<polarity>``; their results kept in ``output``/jobs/ (a rerun with the same
+    options, events, poses and depth-map times resumes from them)."""
+    from pathlib import Path
+
+    from focus_ros.evaluation.angular_velocity import event_summary
+    from focus_ros.evaluation.grid import GridJob, PickleStore, fingerprint
+
+    depth_inputs(recording, keyframes, events_per_keyframe, keyframe_baseline_m)  # refused here, not in a job
+    store = PickleStore(Path(output) / "jobs")
+    summary = event_summary(recording.events)
+    jobs = []
+    for polarity in polarity_modes:
+        arguments = {"methods": list(methods), "polarity": polarity, "keyframes": keyframes,
+                     "events_per_keyframe": events_per_keyframe, "settings": settings,
+                     "keyframe_baseline_m": keyframe_baseline_m}
+        jobs.append(GridJob(f"{sequence}/depth/{polarity}", sequence, depth_job, arguments,
+                            fingerprint("depth", arguments, summary, recording.poses, recording.depth_times), store))
+    return jobs
+
+
+def merge_depth_evaluations(parts: list) -> DepthEvaluation:
+    """The evaluation of several polarity modes from the per-mode evaluations (in mode order):
+    exactly what :func:`evaluate_depth` gives for those modes at once (the modes share nothing
+    but the keyframes, which are the same), with ``patch_focus`` of a fresh estimator."""
+    from focus_ros.estimators.depth import DepthEstimator
+
+    first = parts[0]
+    return DepthEvaluation([row for part in parts for row in part.rows], first.windows, first.first_truth,
+                           {key: value for part in parts for key, value in part.first_outcomes.items()},
+                           {key: value for part in parts for key, value in part.dsi_votes.items()},
+                           first.depths_m, first.settings, first.calibration,
+                           DepthEstimator(first.calibration, first.settings).patch_focus)
 
 
 def focus_curves(votes: np.ndarray, x: int, y: int, losses, patch_focus) -> dict:

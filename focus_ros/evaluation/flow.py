@@ -271,6 +271,11 @@ class EstimatedRotation:
     def at(self, t_ns) -> np.ndarray:
         return np.array([self._omega.get(int(t), np.full(3, np.nan)) for t in np.atleast_1d(t_ns)])
 
+    def __getstate__(self):
+        """Pickled (to a grid worker, into a fingerprint) without the estimator: ``at`` needs
+        only the ω found by ``prepare``."""
+        return {"_omega": dict(sorted(self._omega.items()))}
+
 
 def has_translation_ground_truth(recording) -> bool:
     """True when the recording has camera poses and depth maps (the simulator's six_dof)."""
@@ -317,13 +322,15 @@ class FlowRun:
         return combine(self.windows)
 
 
-def run_flow_evaluation(recording, ground_truth, windows: np.ndarray, settings, progress=None) -> FlowRun:
+def run_flow_evaluation(recording, ground_truth, windows: np.ndarray, settings, progress=None,
+                        offset: int = 0) -> FlowRun:
     """Estimate patch flow with ``settings`` (``OpticalFlowSettings``) on every window
     ([start, end) event indices, consecutive: warm start; estimated by the flow's pipeline,
     ``focus_ros.pipelines.optical_flow``, as ``focus-ros flow`` does) and compare with the ground truth:
     ω at each t_ref (``focus_ros.evaluation.ground_truth.GroundTruth``) and, when the recording
     has poses and depth maps (the simulator's six_dof), the camera's translation and the depth
-    (``camera_motion``)."""
+    (``camera_motion``). ``recording.events`` are the sequence's events from index ``offset`` on.
+    """
     import time
 
     from focus_ros.events import NANOSECONDS_PER_SECOND, Events
@@ -335,8 +342,8 @@ def run_flow_evaluation(recording, ground_truth, windows: np.ndarray, settings, 
     events = recording.events
     with_depth = has_translation_ground_truth(recording)
     per_window, t_ref, elapsed = [], [], []
-    for start, end in windows:
-        window = Events(events.x[start:end], events.y[start:end], events.t[start:end], events.p[start:end])
+    for start, end in np.asarray(windows) - offset:
+        window = Events(*(np.array(getattr(events, name)[start:end]) for name in ("x", "y", "t", "p")))
         began = time.process_time()
         estimate = pipeline.estimate(window)
         elapsed.append((time.process_time() - began) * 1e3)
@@ -350,6 +357,30 @@ def run_flow_evaluation(recording, ground_truth, windows: np.ndarray, settings, 
         if progress is not None:
             progress.update(1)
     return FlowRun(settings.loss, per_window, np.asarray(t_ref), np.asarray(elapsed))
+
+
+def flow_job(data, settings, windows: np.ndarray, ground_truth) -> FlowRun:
+    """A grid job (in a worker): :func:`run_flow_evaluation` of one loss's settings on the
+    delivered sequence data."""
+    return run_flow_evaluation(data.recording, ground_truth, windows, settings, offset=data.offset)
+
+
+def flow_grid_jobs(settings_list: list, recording, ground_truth, windows: np.ndarray, output, sequence: str) -> list:
+    """One grid job per loss (``OpticalFlowSettings``) of the sequence named ``sequence``, keyed
+    ``<sequence>/optical_flow/<loss>``; their results (``FlowRun``) kept in ``output``/jobs/
+    (a rerun with the same settings, windows, events and ground truth resumes from them)."""
+    from pathlib import Path
+
+    from focus_ros.evaluation.angular_velocity import event_summary
+    from focus_ros.evaluation.grid import GridJob, PickleStore, fingerprint
+
+    store = PickleStore(Path(output) / "jobs")
+    summary = event_summary(recording.events)
+    return [GridJob(f"{sequence}/optical_flow/{settings.loss}", sequence, flow_job,
+                    {"settings": settings, "windows": windows, "ground_truth": ground_truth},
+                    fingerprint("optical_flow", settings, windows, summary, ground_truth,
+                                has_translation_ground_truth(recording)), store)
+            for settings in settings_list]
 
 
 def markdown_flow_table(runs: list[FlowRun]) -> str:
