@@ -7,8 +7,9 @@
   seed 1): the slider's scene (panels at 0.55-2.3 m) seen by a camera translating up to 0.1 m
   per axis and rotating up to 60 deg/s (like the sequence a user tried in issue 25).
 
-All DAVIS240C, 3 s by default, seeded. ``load(name)`` simulates once and keeps the recording in
-``$FOCUS_ROS_CACHE`` (default /tmp/focus_ros_depth_cache) as an .npz file.
+All DAVIS240C, 3 s by default, seeded; also any simulator preset and the sequences of the wide
+depth set (focus_ros/sources/depth_set.py). ``load(name)`` simulates once and keeps the recording
+in ``$FOCUS_ROS_CACHE`` (default /tmp/focus_ros_depth_cache) as an .npz file.
 """
 
 from __future__ import annotations
@@ -16,11 +17,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import numpy as np
-
 from focus_ros.camera import Calibration
-from focus_ros.events import Events
-from focus_ros.sources.recording import Poses, Recording
+from focus_ros.sources.recording import Recording, load_npz, save_npz
 
 SEQUENCES = ("slider", "six_dof", "six_dof_near")
 CACHE = Path(os.environ.get("FOCUS_ROS_CACHE", "/tmp/focus_ros_depth_cache"))
@@ -28,11 +26,22 @@ CACHE = Path(os.environ.get("FOCUS_ROS_CACHE", "/tmp/focus_ros_depth_cache"))
 
 def simulate(name: str, duration_s: float = 3.0, seed: int = 0) -> Recording:
     """The recording of one of :data:`SEQUENCES` (simulated now; six_dof_near with seed + 1, so
-    that its motion and texture are not the six_dof preset's)."""
+    that its motion and texture are not the six_dof preset's), of a sequence of the wide depth
+    set (focus_ros.sources.depth_set, e.g. "rotation_a": its own seed unless ``seed`` is given
+    non-zero) or of any simulator preset (DAVIS240C)."""
+    from dataclasses import replace
+
+    from focus_ros.sources import depth_set
+    from focus_ros.sources.presets import PRESETS
     from focus_ros.sources.simulator import simulate_preset
 
-    if name not in SEQUENCES:
-        raise ValueError(f"unknown sequence {name!r}; choose one of {', '.join(SEQUENCES)}")
+    wide = {sequence.name: sequence for sequence in depth_set.DEPTH_SET}
+    if name in wide:
+        sequence = replace(wide[name], duration_s=duration_s, seed=seed or wide[name].seed)
+        return depth_set.simulate(sequence)
+    if name not in SEQUENCES and name not in PRESETS:
+        raise ValueError(f"unknown sequence {name!r}; choose one of {', '.join(SEQUENCES)}, a simulator preset "
+                         f"({', '.join(PRESETS)}) or a sequence of the depth set ({', '.join(wide)})")
     return simulate_preset(name, duration_s, seed=seed + 1 if name == "six_dof_near" else seed)
 
 
@@ -40,12 +49,9 @@ def load(name: str, duration_s: float = 3.0, seed: int = 0) -> Recording:
     """The recording of a sequence, from the cache when it is there (simulated and cached if not)."""
     path = CACHE / f"{name}_{duration_s:g}s_seed{seed}.npz"
     if not path.is_file():
-        recording = simulate(name, duration_s, seed)
         CACHE.mkdir(parents=True, exist_ok=True)
-        events, poses = recording.events, recording.poses
-        np.savez(path, x=events.x, y=events.y, t=events.t, p=events.p, pose_t=poses.t, position=poses.position,
-                 orientation=poses.orientation, depth_times=recording.depth_times, depth_maps=recording.depth_maps)
-    data = np.load(path)
-    return Recording(events=Events(data["x"], data["y"], data["t"], data["p"]), calibration=Calibration.davis240c(),
-                     poses=Poses(data["pose_t"], data["position"], data["orientation"]),
-                     depth_times=data["depth_times"], depth_maps=data["depth_maps"])
+        save_npz(simulate(name, duration_s, seed), path)
+    recording = load_npz(path)
+    if recording.calibration is None:  # cached before the calibration was kept: all are DAVIS240C
+        recording.calibration = Calibration.davis240c()
+    return recording

@@ -25,15 +25,16 @@ def test_point_cloud_fields_layout_and_round_trip_through_serialization():
     confidence = rng.uniform(0, 1, 500)
     depth = rng.uniform(0.5, 2.5, 500)
     message = depth_messages.point_cloud(points, confidence, depth, time_from_ns(1_500_000_123), "world")
-    assert [f.name for f in message.fields] == ["x", "y", "z", "intensity", "depth"]
+    assert [f.name for f in message.fields] == ["x", "y", "z", "intensity", "depth", "depth_sigma"]
     assert all(f.datatype == PointField.FLOAT32 and f.count == 1 for f in message.fields)
-    assert [f.offset for f in message.fields] == [0, 4, 8, 12, 16]
-    assert (message.height, message.width, message.point_step, message.row_step) == (1, 500, 20, 10000)
+    assert [f.offset for f in message.fields] == [0, 4, 8, 12, 16, 20]
+    assert (message.height, message.width, message.point_step, message.row_step) == (1, 500, 24, 12000)
     assert message.header.frame_id == "world"
     assert (message.header.stamp.sec, message.header.stamp.nanosec) == (1, 500_000_123)
     # the first point read back with struct, independently of numpy's layout
-    x, y, z, intensity, d = struct.unpack_from("<5f", bytes(message.data), 0)
+    x, y, z, intensity, d, sigma = struct.unpack_from("<6f", bytes(message.data), 0)
     np.testing.assert_allclose([x, y, z, intensity, d], [*points[0], confidence[0], depth[0]], rtol=1e-6)
+    assert math.isnan(sigma)  # no sigma given: unknown
 
     received = deserialize_message(serialize_message(message), PointCloud2)
     xyz, intensity = depth_messages.cloud_points(received)
@@ -74,7 +75,7 @@ def test_decode_point_cloud_reads_other_layouts_built_by_hand():
 def test_decode_point_cloud_refuses_short_data_with_one_line():
     message = depth_messages.point_cloud(np.zeros((10, 3)), np.zeros(10), np.ones(10), time_from_ns(0), "world")
     message.data = bytes(message.data)[:50]
-    with pytest.raises(depth_messages.MessageError, match="needs 200 bytes, has 50"):
+    with pytest.raises(depth_messages.MessageError, match="needs 240 bytes, has 50"):
         depth_messages.decode_point_cloud(message)
 
 

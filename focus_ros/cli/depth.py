@@ -14,9 +14,10 @@ chosen loss on 3x3 patches (or EMVS's max vote). The loop is depth_node's
 Writes into OUTPUT, per keyframe NNNN: keyframe_NNNN_depth.npy (float32 m, NaN unknown,
 on the undistorted pinhole grid), keyframe_NNNN_depth.png (near red, far blue, over the
 event image), keyframe_NNNN_confidence.npy / .png, keyframe_NNNN_points.ply (world
-frame, x y z float32 + confidence); and points.ply (all keyframes), map.ply (the fused map:
-the points of points.ply that another keyframe confirms, within --map-depth-tolerance of their
-depth, confidence = how many keyframes agree; what depth_node publishes on depth/map) and
+frame, x y z float32 + confidence + depth_sigma, the depth's standard deviation in m); and
+points.ply (all keyframes), map.ply (the fused map: the points of points.ply that another
+keyframe confirms, within --map-depth-tolerance of their depth, confidence = how many keyframes
+agree, depth_sigma; what depth_node publishes on depth/map) and
 keyframes.csv (reference time, pose, counts, depth range, timing, warnings).
 """
 
@@ -238,9 +239,9 @@ def run(args) -> int:
                 break
         if not finished:
             process(pipeline.flush())
-    map_points, map_support = pipeline.map.points()
+    map_points, map_support, map_sigma = pipeline.map.points(with_sigma=True)
     origin = trajectory.interpolate([trajectory.t_range_ns[0]])[1][0]
-    write_ply(output / "map.ply", map_points, map_support, _distance_colors(map_points, origin))
+    write_ply(output / "map.ply", map_points, map_support, _distance_colors(map_points, origin), map_sigma)
     if dropped:
         print(f"focus-ros depth: warning: dropped {dropped} events outside the poses' time span", file=sys.stderr)
     if writer.written == 0:
@@ -266,7 +267,7 @@ class KeyframeWriter:
         self._handle = open(self.csv_path, "w", newline="")
         self._rows = csv.writer(self._handle)
         self._rows.writerow(CSV_COLUMNS)
-        self._merged = PlyAppender(self.output / "points.ply", with_colors=True).__enter__()
+        self._merged = PlyAppender(self.output / "points.ply", with_colors=True, with_sigma=True).__enter__()
         return self
 
     def __exit__(self, *exception) -> None:
@@ -288,8 +289,10 @@ class KeyframeWriter:
         np.save(output / f"{name}_confidence.npy", keyframe.confidence)
         z_near, z_far = keyframe.z_range_m
         colors = depth_colors(point_depths_m(keyframe), z_near, z_far)
-        write_ply(output / f"{name}_points.ply", keyframe.points_world, keyframe.point_confidence, colors)
-        self._merged.append(keyframe.points_world, keyframe.point_confidence, colors)
+        sigma = keyframe.point_sigma_m  # m; an empty keyframe has none
+        sigma = sigma if len(sigma) == keyframe.point_count else np.full(keyframe.point_count, np.nan, np.float32)
+        write_ply(output / f"{name}_points.ply", keyframe.points_world, keyframe.point_confidence, colors, sigma)
+        self._merged.append(keyframe.points_world, keyframe.point_confidence, colors, sigma)
         if self.pictures:
             write_png(output / f"{name}_depth.png",
                       with_depth_colour_bar(depth_picture(keyframe.depth_m, event_image(votes), z_near, z_far),

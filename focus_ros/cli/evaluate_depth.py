@@ -11,6 +11,13 @@ OUTPUT/depth_maps.png (depth and confidence maps and point clouds of a few metho
 the ground truth), OUTPUT/depth_focus_curves.png (focus versus depth of one patch, the
 paper's Fig. 7) and OUTPUT/depth_accuracy_density.png (accuracy versus density). Protocol: focus_ros/evaluation/depth.py and EVALUATION.md ("Depth").
 
+With --set wide|tune|report it evaluates instead what a user gets from `focus-ros depth` (its
+defaults, or the depth options given) on the simulated evaluation set (focus_ros/sources/depth_set.py:
+14 sequences in two halves, 0.4-6 m, lateral, forward, rotating and hand-held cameras, DAVIS240C
+and DAVIS346 lenses): per sequence the fused map's median relative error, share within 5 % and
+density, and the distribution over the set (OUTPUT/depth_set.md, .csv, .png; the recordings are
+simulated once into OUTPUT/recordings/). One job per sequence.
+
 One job per polarity mode (every method on that mode's DSIs), run on the machine's cores or,
 with --ray, as Ray tasks on a cluster (same results); finished jobs are kept in OUTPUT/jobs/
 and a rerun resumes from them. Several sequences (paths, or --simulate PRESET[,PRESET] with
@@ -23,7 +30,7 @@ import argparse
 import shlex
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -131,6 +138,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plot-losses", default=None,
                         help="methods whose depth maps are pictured (comma-separated; 'none' for no pictures; "
                              f"default: those of {', '.join(DEFAULT_PLOT_METHODS)} that are evaluated)")
+    parser.add_argument("--set", choices=("wide", "tune", "report"), default=None,
+                        help="evaluate focus-ros depth's defaults (with the depth options given) on the simulated "
+                             "evaluation set, all of it (wide) or one half, instead of comparing losses on "
+                             "SEQUENCE (--duration shortens its 3-s sequences); --losses, --polarity, "
+                             "--keyframes* and --plot-losses do not apply")
     add_executor_arguments(parser, workers_default="1: the depth kernels use every core already")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -138,6 +150,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args) -> int:
     from focus_ros.evaluation import grid
     from focus_ros.evaluation.depth import depth_grid_jobs, merge_depth_evaluations
+
+    if args.set is not None:
+        return _run_set(args)
 
     methods = _methods(args.losses)
     modes = ("without", "with") if args.polarity == "both" else (args.polarity,)
@@ -180,6 +195,51 @@ def run(args) -> int:
         evaluation = merge_depth_evaluations([parts[mode] for mode in modes])
         _write_sequence_report(args, evaluation, methods, modes, plot_methods, plan.output, plan.description,
                                started)
+    return 1 if report.failed else 0
+
+
+def _run_set(args) -> int:
+    """--set: focus-ros depth's loop on each sequence of the evaluation set, one grid job each."""
+    from tqdm import tqdm
+
+    from focus_ros.evaluation import grid
+    from focus_ros.evaluation.depth_set import cached_recording, depth_set_jobs, markdown_table, plot_set, write_csv
+    from focus_ros.pipelines.depth import DepthPipelineSettings
+    from focus_ros.sources.depth_set import depth_sequences
+
+    if args.sequence or args.simulate:
+        raise UserError("--set evaluates the simulated evaluation set: give no SEQUENCE or --simulate with it")
+    sequences = depth_sequences(None if args.set == "wide" else args.set)
+    if args.duration is not None:  # shorter sequences (a quick look, the tests)
+        if not args.duration > 0:
+            raise UserError(f"--duration must be > 0 s, got {args.duration}")
+        sequences = tuple(replace(sequence, duration_s=min(args.duration, sequence.duration_s))
+                          for sequence in sequences)
+    depth = depth_settings_from_args(args)
+    pipeline_settings = DepthPipelineSettings(map_max_points=100_000_000)  # offline: every point kept
+    output = args.output
+    recordings = {}
+    for sequence in tqdm(sequences, desc="simulating (once)", unit="sequence", disable=args.quiet, file=sys.stderr):
+        recordings[sequence.name] = cached_recording(sequence, output / "recordings")
+    executor = grid.executor_from_arguments(args, default_workers=1)
+    try:
+        inputs = {s.name: grid.SequenceInput(s.name, recordings[s.name], (0, len(recordings[s.name].events)),
+                                             output / s.name) for s in sequences}
+        report = grid.run_grid(depth_set_jobs(sequences, recordings, depth, pipeline_settings, output), inputs,
+                               executor, not args.quiet, "evaluate-depth --set")
+    finally:
+        executor.close()
+    grid.report_run(report, output, "evaluate-depth", args.quiet)
+    results = [report.results[key] for key in report.results if report.results[key] is not None]
+    command = "focus-ros " + " ".join(shlex.quote(word) for word in sys.argv[1:]) if sys.argv else ""
+    text = (f"# Depth over the evaluation set ({args.set})\n\n- command: `{command}`\n- each sequence: "
+            f"`focus-ros depth`'s loop and settings ({selection_description(depth)}); errors |Z - Z_true| / Z_true "
+            "of the fused map's points, each judged in the first keyframe view that sees it with ground truth\n\n"
+            + markdown_table(results))
+    (output / "depth_set.md").write_text(text)
+    write_csv(results, output / "depth_set.csv")
+    plot_set(results, output / "depth_set.png")
+    print(text)
     return 1 if report.failed else 0
 
 

@@ -291,7 +291,7 @@ RIVAL_SEPARATION_PLANES = 3
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _peaks(scores, inverse_depths, refine, separation, depth_out, confidence_out, index_out, rival_out):
+def _peaks(scores, inverse_depths, refine, separation, depth_out, confidence_out, index_out, rival_out, width_out):
     """Rows shared among numba's threads (each row writes its own outputs)."""
     height, width, planes = scores.shape
     rho0 = inverse_depths[0]
@@ -306,11 +306,13 @@ def _peaks(scores, inverse_depths, refine, separation, depth_out, confidence_out
                     best_score = scores[y, x, i]
                     best = i
             position = float(best)
-            if refine and 0 < best < planes - 1:
+            # the parabola through the peak and its neighbours: its curvature (score per plane²; < 0 at a peak)
+            curvature = 0.0
+            if 0 < best < planes - 1:
                 left = scores[y, x, best - 1]
                 right = scores[y, x, best + 1]
                 curvature = left - 2.0 * best_score + right
-                if curvature < 0.0:
+                if refine and curvature < 0.0:
                     shift = 0.5 * (left - right) / curvature
                     position += min(0.5, max(-0.5, shift))
             depth_out[y, x] = 1.0 / (rho0 + position * drho)
@@ -332,10 +334,57 @@ def _peaks(scores, inverse_depths, refine, separation, depth_out, confidence_out
             confidence_out[y, x] = contrast
             index_out[y, x] = position
             rival_out[y, x] = (rival - median) / contrast if contrast > 0.0 and rival > median else 0.0
+            # the peak's width: where the parabola falls to the curve's median (planes); degenerate (a flat
+            # top, a peak at the DSI's end, no contrast): half the hill's extent
+            if curvature < 0.0 and contrast > 0.0:
+                width_out[y, x] = math.sqrt(contrast / -curvature)
+            else:
+                width_out[y, x] = 0.5 * (high - low)
+
+
+#: depth standard deviation of a focus peak (:func:`peak_sigma_planes`): the calibration factors of its three
+#: parts, the curve's (per plane of peak width over the square root of the relative contrast), the pose
+#: batches' (per plane of their vote displacement) and the floor (planes: the parabola's own interpolation
+#: error on the sharpest peaks), chosen on the tune sequences (slider and six_dof, seed 0, 3 s) so that about
+#: 68 % of the published points' true depths lie within 1 sigma, overall, by sigma and by confidence
+#: (benchmarks/eval_depth_sigma.py; docs/evaluation/depth_sigma.md)
+SIGMA_CURVE = 0.21
+SIGMA_POSE_BATCH = 0.11
+SIGMA_FLOOR_PLANES = 0.12
+
+
+def peak_sigma_planes(width_planes, relative_contrast, batch_error_planes=0.0, curve_factor: float | None = None,
+                      batch_factor: float | None = None, floor_planes: float | None = None):
+    """Standard deviation (planes, i.e. in units of the DSI's inverse-depth step) of a focus peak's
+    position: three independent parts added in quadrature,
+
+        sigma = sqrt((curve_factor · width / sqrt(relative_contrast))² + (batch_factor · batch)² + floor²)
+
+    - the curve: ``width_planes`` (:func:`focus_peaks`' ``with_width``: the parabola through the peak
+      falls to the curve's median that many planes either side; a flat, wide hill is uncertain, a sharp
+      one certain) over the square root of ``relative_contrast`` (the peak's contrast over the keyframe's
+      median, :func:`focus_ros.depth.semidense.relative_contrast`: more evidence, less noise);
+    - the poses: ``batch_error_planes``, the bound on the votes' displacement from sharing one pose per
+      batch of events (DisparitySpaceImage.pose_batch_error_px), in planes (px over the px of parallax per
+      plane);
+    - a floor (planes).
+
+    The factors default to :data:`SIGMA_CURVE`, :data:`SIGMA_POSE_BATCH`, :data:`SIGMA_FLOOR_PLANES`
+    (read at each call). Arrays broadcast; float64. NaN where the relative contrast is not > 0."""
+    curve_factor = SIGMA_CURVE if curve_factor is None else curve_factor
+    batch_factor = SIGMA_POSE_BATCH if batch_factor is None else batch_factor
+    floor_planes = SIGMA_FLOOR_PLANES if floor_planes is None else floor_planes
+    width = np.asarray(width_planes, np.float64)
+    contrast = np.asarray(relative_contrast, np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        curve = np.where(contrast > 0.0, curve_factor * width / np.sqrt(np.where(contrast > 0.0, contrast, 1.0)),
+                         np.nan)
+    return np.sqrt(curve * curve + (batch_factor * np.asarray(batch_error_planes, np.float64)) ** 2
+                   + floor_planes * floor_planes)
 
 
 def focus_peaks(scores: np.ndarray, inverse_depths: np.ndarray, refine: bool = True, with_rival: bool = False,
-                rival_separation_planes: int = RIVAL_SEPARATION_PLANES):
+                rival_separation_planes: int = RIVAL_SEPARATION_PLANES, with_width: bool = False):
     """For scores (H, W, planes): (depth (H, W) float32 m, confidence (H, W) float32, plane position (H, W) float32,
     fractional) of the highest score along every pixel's ray. ``refine``: a parabola through
     the peak and its two neighbours (in plane index, i.e. inverse depth).
@@ -351,13 +400,22 @@ def focus_peaks(scores: np.ndarray, inverse_depths: np.ndarray, refine: bool = T
     pass by, or on a repeated texture). The hill: ``rival_separation_planes`` either side of
     the peak (at least :data:`RIVAL_SEPARATION_PLANES`; the estimator widens it to two pixels
     of parallax, since a peak is as wide as the patch's image sweeps), then on as long as the
-    curve keeps falling."""
+    curve keeps falling.
+
+    ``with_width`` adds one more array (after the rival ratio, if asked for), the peak's width
+    (H, W) float32 in planes: sqrt(contrast / −curvature), the curvature ``left − 2·peak + right``
+    of the parabola through the peak and its two neighbours, i.e. how far either side of the peak
+    that parabola falls to the curve's median; where there is no such parabola (a flat top, a
+    peak at the DSI's end, no contrast) half the extent of the peak's hill. The depth's standard
+    deviation follows from it (:func:`peak_sigma_planes`)."""
     height, width, _ = scores.shape
     depth = np.empty((height, width), np.float32)
     confidence = np.empty((height, width), np.float32)
     index = np.empty((height, width), np.float32)
     rival = np.empty((height, width), np.float32)
+    peak_width = np.empty((height, width), np.float32)
     rays = np.ascontiguousarray(scores, dtype=np.float32)  # one ray per (y, x), planes contiguous
     _peaks(rays, np.asarray(inverse_depths, np.float64), bool(refine), int(rival_separation_planes), depth,
-           confidence, index, rival)
-    return (depth, confidence, index, rival) if with_rival else (depth, confidence, index)
+           confidence, index, rival, peak_width)
+    outputs = (depth, confidence, index) + ((rival,) if with_rival else ()) + ((peak_width,) if with_width else ())
+    return outputs

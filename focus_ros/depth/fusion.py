@@ -45,6 +45,11 @@ _NEIGHBOUR_KEYS = np.array([(dx << (2 * _BITS)) + (dy << _BITS) + dz
 MAP_DEPTH_TOLERANCE = 0.02
 MAP_MIN_KEYFRAMES = 2
 MAP_MAX_POINTS = 300_000
+#: a published point's depth sigma: its own keyframe's over sqrt(the estimates it averages, its own and one
+#: per comparison that found other keyframes' points around it), as for independent errors, times this: the
+#: keyframes' errors on one surface are partly shared (chosen on the tune sequences so that about 68 % of the
+#: map's true depths lie within 1 sigma; docs/evaluation/depth_sigma.md)
+MAP_SIGMA_FACTOR = 1.16
 #: nearest depth a point may have in a keyframe's view to be compared (m); nearer ones (and
 #: points behind the camera) are not compared in that view
 _MIN_DEPTH_M = 1e-3
@@ -128,21 +133,28 @@ class FusedMap:
         self.agreed_by = np.empty(0, np.uint64)             # bits of the keyframes that agree (own included)
         self.shift = np.empty(0, np.float64)                # sum over the comparisons: others' mean ln z - own
         self.shifts = np.empty(0, np.int64)                 # how many comparisons found others around it
+        self.sigma_m = np.empty(0, np.float32)              # its keyframe's depth standard deviation (m; NaN: none)
         self.keyframes = 0
 
     def __len__(self) -> int:
         return len(self.points_world)
 
-    def add(self, points_world: np.ndarray, world_from_camera: np.ndarray, pixel_rad: float) -> None:
+    def add(self, points_world: np.ndarray, world_from_camera: np.ndarray, pixel_rad: float,
+            sigma_m: np.ndarray | None = None) -> None:
         """Merge one keyframe's points (M, 3) m, seen from the camera world_from_camera (4x4,
         [R p; 0 1], the keyframe's reference view) whose pixels span pixel_rad (rad, 1/fx):
-        compare them with the points held, then hold them."""
+        compare them with the points held, then hold them. sigma_m: (M,) their depth standard
+        deviations (m; None: unknown, NaN in :meth:`points`' sigma)."""
         if not (np.isfinite(pixel_rad) and pixel_rad > 0):
             raise ValueError(f"map pixel angle must be > 0 rad, got {pixel_rad}")
         bit = np.uint64(1) << np.uint64(self.keyframes % 64)
         self.keyframes += 1
         points = np.asarray(points_world, np.float32).reshape(-1, 3)
-        points = np.ascontiguousarray(points[np.all(np.isfinite(points), axis=1)])
+        sigma = np.full(len(points), np.nan, np.float32) if sigma_m is None else np.asarray(sigma_m, np.float32)
+        if sigma.shape != (len(points),):
+            raise ValueError(f"{sigma.shape} depth sigmas for {len(points)} map points")
+        finite = np.all(np.isfinite(points), axis=1)
+        points, sigma = np.ascontiguousarray(points[finite]), sigma[finite]
         agreed = np.full(len(points), bit, np.uint64)
         shift, shifts = np.zeros(len(points)), np.zeros(len(points), np.int64)
         pose = np.asarray(world_from_camera, np.float64)
@@ -178,27 +190,36 @@ class FusedMap:
         self.agreed_by = np.concatenate([self.agreed_by, agreed])
         self.shift = np.concatenate([self.shift, shift])
         self.shifts = np.concatenate([self.shifts, shifts])
+        self.sigma_m = np.concatenate([self.sigma_m, sigma])
         self._bound()
 
     def support(self) -> np.ndarray:
         """Per point held: how many different keyframes (its own included) agree with it."""
         return _popcount(self.agreed_by)
 
-    def points(self) -> tuple[np.ndarray, np.ndarray]:
+    def points(self, with_sigma: bool = False) -> tuple[np.ndarray, ...]:
         """(points (N, 3) float32 m: every point held that at least min_keyframes keyframes agree
         on, on its keyframe's ray at the mean of its own log depth and the other keyframes' around
-        it (module docstring); support (N,) float32: how many keyframes agree)."""
+        it (module docstring); support (N,) float32: how many keyframes agree). ``with_sigma`` adds
+        sigma (N,) float32 m, each point's depth standard deviation: its own keyframe's, scaled with
+        the depth as the point moved along its ray (the same relative uncertainty), over the square
+        root of the estimates averaged into it (1 + the comparisons that found others around it),
+        times :data:`MAP_SIGMA_FACTOR`; NaN where its keyframe gave none."""
         support = self.support()
         kept = np.flatnonzero(support >= self.min_keyframes)
         origins = self.origins[kept].astype(np.float64)
         scale = np.exp(self.shift[kept] / (1 + self.shifts[kept]))
         points = origins + (self.points_world[kept] - origins) * scale[:, None]
-        return points.astype(np.float32), support[kept].astype(np.float32)
+        if not with_sigma:
+            return points.astype(np.float32), support[kept].astype(np.float32)
+        estimates = 1.0 + self.shifts[kept]
+        sigma = (MAP_SIGMA_FACTOR * self.sigma_m[kept] * scale / np.sqrt(estimates)).astype(np.float32)
+        return points.astype(np.float32), support[kept].astype(np.float32), sigma
 
     def _bound(self) -> None:
         """Drop the points of the oldest keyframes beyond max_points (the points are held in
         the order their keyframes came)."""
         excess = len(self.points_world) - self.max_points
         if excess > 0:
-            for name in ("points_world", "origins", "own_bit", "agreed_by", "shift", "shifts"):
+            for name in ("points_world", "origins", "own_bit", "agreed_by", "shift", "shifts", "sigma_m"):
                 setattr(self, name, getattr(self, name)[excess:])

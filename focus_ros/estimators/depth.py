@@ -38,7 +38,7 @@ import numpy as np
 from focus_ros.camera import Calibration
 from focus_ros.depth.dsi import DEFAULT_EVENTS_PER_POSE, DEFAULT_MAX_DSI_BYTES, DisparitySpaceImage, plane_depths_m
 from focus_ros.depth.focus import (MAX_VOTE, PATCH_LOSSES, RIVAL_SEPARATION_PLANES, PatchFocus, check_patch_loss,
-                                   focus_peaks, gaussian_patch_weights, max_vote_scores)
+                                   focus_peaks, gaussian_patch_weights, max_vote_scores, peak_sigma_planes)
 from focus_ros.depth.semidense import (adaptive_threshold_mask, back_project, contrast_threshold_mask,
                                        median_filter_depth, neighbour_support_mask, relative_contrast)
 from focus_ros.events import Events
@@ -183,8 +183,11 @@ class DepthKeyframe:
     contrast of the focus curve at its peak (score at the peak minus the curve's median,
     loss units; NaN where no event voted; see focus_ros.depth.focus.focus_peaks); mask: (H, W)
     bool, the pixels of the semi-dense map; points_world: (M, 3) float32 m; point_confidence:
-    (M,) float32; pixels: (M, 2) int32 (x, y) of the points; map_points_world: (K, 3) float32 m,
-    the points offered to the fused map (the looser ``map_support_neighbours``: K >= M usually);
+    (M,) float32; point_sigma_m: (M,) float32, each point's depth standard deviation (m along the
+    optical axis: :meth:`DepthEstimator.depth_sigma_m`, calibrated so that about 68 % of the true
+    depths lie within it); pixels: (M, 2) int32 (x, y) of the points; map_points_world: (K, 3)
+    float32 m, the points offered to the fused map (the looser ``map_support_neighbours``: K >= M
+    usually), map_point_sigma_m: (K,) float32 m their depth standard deviations;
     event_count: events in the keyframe; vote_count: bilinear votes cast inside the image;
     parallax_px: f · largest camera displacement from the reference · (1/z_min − 1/z_max);
     pose_batch_error_px: bound on the vote displacement from sharing one pose per batch;
@@ -209,6 +212,8 @@ class DepthKeyframe:
     warning: str = ""
     z_range_m: tuple = (float("nan"), float("nan"))
     map_points_world: np.ndarray = field(default_factory=lambda: np.empty((0, 3), np.float32))
+    point_sigma_m: np.ndarray = field(default_factory=lambda: np.empty(0, np.float32))
+    map_point_sigma_m: np.ndarray = field(default_factory=lambda: np.empty(0, np.float32))
 
     @property
     def point_count(self) -> int:
@@ -220,18 +225,20 @@ class FocusFeatures:
     """Every pixel's focus curve reduced to its peak (H, W arrays): depth_m (float32 m, the
     peak, refined), confidence (float32, the peak's contrast in loss units), plane (float32,
     fractional plane index of the peak), rival (float32 0-1, see
-    :func:`focus_ros.depth.focus.focus_peaks`), observed (bool, some vote on the ray)."""
+    :func:`focus_ros.depth.focus.focus_peaks`), observed (bool, some vote on the ray), width
+    (float32 planes, the peak's width, ``focus_peaks``' ``with_width``; None if not computed)."""
 
     depth_m: np.ndarray
     confidence: np.ndarray
     plane: np.ndarray
     rival: np.ndarray
     observed: np.ndarray
+    width: np.ndarray | None = None
 
     @classmethod
     def empty(cls, height: int, width: int) -> "FocusFeatures":
         arrays = [np.empty((height, width), np.float32) for _ in range(4)]
-        return cls(*arrays, np.zeros((height, width), bool))
+        return cls(*arrays, np.zeros((height, width), bool), np.empty((height, width), np.float32))
 
 
 #: auto_depth_range: the quantile of the published depths that sets the next keyframe's nearest
@@ -367,14 +374,16 @@ class DepthEstimator:
             started = time.perf_counter()
             scores = self._scores(dsi.votes[first:last], bool(dsi.polarity), method, loss)
             scored = time.perf_counter()
-            depth, confidence, plane, rival = focus_peaks(scores[top - first:bottom - first], dsi.inverse_depths,
-                                                          self.settings.refine_peak, True, separation)
+            depth, confidence, plane, rival, peak_width = focus_peaks(
+                scores[top - first:bottom - first], dsi.inverse_depths, self.settings.refine_peak, True, separation,
+                with_width=True)
             if timing is not None:
                 timing["focus"] = timing.get("focus", 0.0) + scored - started
                 timing["peaks"] = timing.get("peaks", 0.0) + time.perf_counter() - scored
             band = slice(top, bottom)
             features.depth_m[band], features.confidence[band] = depth, confidence
             features.plane[band], features.rival[band] = plane, rival
+            features.width[band] = peak_width
             features.observed[band] = np.any(dsi.slices[:, band] != 0.0, axis=0)
         return features
 
@@ -415,6 +424,23 @@ class DepthEstimator:
             depth = np.where(mask, depth, np.float32(np.nan)).astype(np.float32)
         return mask, depth
 
+    @staticmethod
+    def depth_sigma_m(features: FocusFeatures, depth_m: np.ndarray, dsi: DisparitySpaceImage) -> np.ndarray:
+        """Each pixel's depth standard deviation (H, W) float32 m, for the depths ``depth_m`` (H, W) m
+        (the published, median-filtered ones; NaN where NaN): the focus peak's position uncertainty
+        in planes (:func:`focus_ros.depth.focus.peak_sigma_planes`: its width over the square root of
+        its relative contrast, the DSI's pose batches, a floor), times the DSI's inverse-depth step
+        (1/m per plane, the spacing the keyframe's parallax is resolved with), in depth:
+        sigma_Z = Z² · sigma_rho. NaN where the peak has no contrast."""
+        planes = len(dsi.inverse_depths)
+        step_per_m = abs(float(dsi.inverse_depths[-1] - dsi.inverse_depths[0])) / (planes - 1)  # 1/m per plane
+        px_per_plane = dsi.parallax_px() / (planes - 1)
+        batch_planes = dsi.pose_batch_error_px / px_per_plane if px_per_plane > 0 else 0.0
+        peaked = features.observed & (features.confidence > 0.0)
+        sigma_planes = peak_sigma_planes(features.width, relative_contrast(features.confidence, peaked), batch_planes)
+        depth = np.asarray(depth_m, np.float64)
+        return (depth * depth * step_per_m * sigma_planes).astype(np.float32)
+
     def depth_from_dsi(self, dsi: DisparitySpaceImage, method: str | None = None,
                        loss: str | None = None) -> DepthKeyframe:
         """Depth, confidence, semi-dense mask and world points from a built DSI."""
@@ -436,7 +462,8 @@ class DepthEstimator:
         mask, filtered = self._supported(candidates, candidate_depth, settings.support_neighbours, settings)
         points, pixels = back_project(filtered, self.calibration, dsi.world_from_reference)
         map_depth = self._supported(candidates, candidate_depth, settings.map_support_neighbours, settings)[1]
-        map_points = back_project(map_depth, self.calibration, dsi.world_from_reference)[0]
+        map_points, map_pixels = back_project(map_depth, self.calibration, dsi.world_from_reference)
+        sigma = self.depth_sigma_m(features, candidate_depth, dsi)  # both clouds' pixels are candidates
         confidence = np.where(features.observed, features.confidence, np.float32(np.nan)).astype(np.float32)
         timing["select"] = time.perf_counter() - mark
         return DepthKeyframe(
@@ -445,7 +472,9 @@ class DepthEstimator:
             point_confidence=confidence[pixels[:, 1], pixels[:, 0]].astype(np.float32), pixels=pixels,
             event_count=dsi.event_count, vote_count=dsi.vote_count, parallax_px=parallax,
             pose_batch_error_px=dsi.pose_batch_error_px, timing_s=timing,
-            z_range_m=(float(dsi.depths_m.min()), float(dsi.depths_m.max())), map_points_world=map_points)
+            z_range_m=(float(dsi.depths_m.min()), float(dsi.depths_m.max())), map_points_world=map_points,
+            point_sigma_m=sigma[pixels[:, 1], pixels[:, 0]],
+            map_point_sigma_m=sigma[map_pixels[:, 1], map_pixels[:, 0]])
 
     def estimate(self, events: Events, trajectory: Trajectory, t_ref_ns: int | None = None) -> DepthKeyframe:
         """The depth of the reference view at ``t_ref_ns`` (default: the middle of the

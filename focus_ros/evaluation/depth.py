@@ -542,7 +542,7 @@ def pick_curve_pixel(outcome: KeyframeOutcome, truth: ReferenceTruth, depth_rang
 
 
 def cloud_relative_errors(points_world: np.ndarray, t_ref_ns: int, ground_truth, trajectory,
-                          calibration: Calibration) -> np.ndarray:
+                          calibration: Calibration, with_depths: bool = False):
     """Relative depth error |Z − Z_true| / Z_true of each world point (M, 3) m, as the depth
     evaluation counts it (:func:`relative_errors`: ground truth
     resampled onto the undistorted grid, a point on a depth edge right for either side).
@@ -552,7 +552,9 @@ def cloud_relative_errors(points_world: np.ndarray, t_ref_ns: int, ground_truth,
     map's time: exact, no interpolation between maps): Z is their depth along that camera's
     optical axis, their pixel the pinhole projection. NaN for points outside that view or
     without ground truth. ground_truth: :class:`~focus_ros.sources.depth_maps.DepthGroundTruth`;
-    trajectory: :class:`~focus_ros.poses.Trajectory` (world from camera).
+    trajectory: :class:`~focus_ros.poses.Trajectory` (world from camera). ``with_depths``: also
+    the points' Z (m) in that view, so that |Z - Z_true| = error x Z_true can be compared with a
+    depth standard deviation.
     """
     index = ground_truth.nearest_index(int(t_ref_ns))
     world_from_camera = trajectory.world_from_camera(int(ground_truth.t[index]))
@@ -564,22 +566,27 @@ def cloud_relative_errors(points_world: np.ndarray, t_ref_ns: int, ground_truth,
               (pixels[:, 1] >= 0) & (pixels[:, 1] < calibration.height))
     truth = ground_truth_on_reference_grid(ground_truth.depth_m[index], calibration)
     errors[in_front[inside]], _ = relative_errors(camera[in_front[inside], 2], pixels[inside], truth)
-    return errors
+    return (errors, camera[:, 2]) if with_depths else errors
 
 
 def map_relative_errors(points_world: np.ndarray, keyframe_stamps_ns, ground_truth, trajectory,
-                        calibration: Calibration) -> np.ndarray:
+                        calibration: Calibration, with_depths: bool = False):
     """Relative depth error of each point of a fused map (world frame, M x 3 m), judged as
     :func:`cloud_relative_errors` judges a keyframe's cloud, in the first keyframe's view (of
     ``keyframe_stamps_ns``, the keyframes' reference times in order) that sees it with ground
-    truth: a map point carries no keyframe of its own. NaN where no keyframe's view has it."""
+    truth: a map point carries no keyframe of its own. NaN where no keyframe's view has it.
+    ``with_depths``: also each point's Z (m) in the view that judged it (NaN: none)."""
     errors = np.full(len(points_world), np.nan)
+    depths = np.full(len(points_world), np.nan)
     for stamp in keyframe_stamps_ns:
         missing = np.flatnonzero(np.isnan(errors))
         if not len(missing):
             break
-        errors[missing] = cloud_relative_errors(points_world[missing], stamp, ground_truth, trajectory, calibration)
-    return errors
+        found, seen_depths = cloud_relative_errors(points_world[missing], stamp, ground_truth, trajectory,
+                                                   calibration, with_depths=True)
+        judged = np.isfinite(found)
+        errors[missing[judged]], depths[missing[judged]] = found[judged], seen_depths[judged]
+    return (errors, depths) if with_depths else errors
 
 
 def cloud_error_summary(errors: np.ndarray) -> dict:

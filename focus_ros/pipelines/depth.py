@@ -657,15 +657,18 @@ class DepthPipeline:
         self.counts["last_points"] = len(depths)
         return depths
 
-    def update_map(self, keyframe: DepthKeyframe) -> tuple[np.ndarray, np.ndarray]:
+    def update_map(self, keyframe: DepthKeyframe, with_sigma: bool = False) -> tuple[np.ndarray, ...]:
         """The keyframe's points offered to the fused map (a keyframe with depth; its cost grows
         with the map, so a node calls it outside its lock, after the next keyframe is on its way:
         nothing else touches the map). Returns the map as it stands: (points (N, 3) float32 m, how
-        many keyframes agree on each (N,) float32)."""
-        self.map.add(keyframe.map_points_world, keyframe.world_from_camera, 1.0 / self.calibration.fx)
-        points, support = self.map.points()
-        self.counts["map_points"] = len(points)
-        return points, support
+        many keyframes agree on each (N,) float32), and with ``with_sigma`` their depth standard
+        deviations (N,) float32 m (FusedMap.points)."""
+        sigma = keyframe.map_point_sigma_m  # a keyframe made without sigmas (empty): unknown, NaN
+        self.map.add(keyframe.map_points_world, keyframe.world_from_camera, 1.0 / self.calibration.fx,
+                     sigma if len(sigma) == len(keyframe.map_points_world) else None)
+        published = self.map.points(with_sigma)
+        self.counts["map_points"] = len(published[0])
+        return published
 
     # ----------------------------------------------------------------- problems
     def pose_problem(self, now_s: float, timeout_s: float, pose_source: str, why: str = "") -> str:

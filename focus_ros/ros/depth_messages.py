@@ -1,9 +1,10 @@
 """Depth outputs and pose inputs as ROS 2 messages, with numpy (no per-point Python).
 
 - :func:`point_cloud` / :func:`decode_point_cloud`: ``sensor_msgs/PointCloud2`` with
-  float32 fields ``x y z`` (m), ``intensity`` (the focus confidence) and ``depth`` (m
+  float32 fields ``x y z`` (m), ``intensity`` (the focus confidence), ``depth`` (m
   along the reference camera's optical axis, so that rviz can colour the cloud by depth
-  whatever frame it is shown in); the decoder reads any cloud whose fields are float32 /
+  whatever frame it is shown in) and ``depth_sigma`` (m, the depth's standard deviation, NaN
+  where unknown: rviz can colour by it, a user threshold on it); the decoder reads any cloud whose fields are float32 /
   float64 / integers at any offsets, either byte order;
 - :func:`decode_float_image`: ``sensor_msgs/Image`` 32FC1 (depth in metres along the optical
   axis, NaN = unknown: REP-117 / REP-118; or the confidence), as
@@ -24,7 +25,7 @@ from sensor_msgs.msg import PointCloud2, PointField
 from focus_ros.events import NANOSECONDS_PER_SECOND
 
 #: the fields of the clouds depth_node publishes, in this order, all float32
-CLOUD_FIELDS = ("x", "y", "z", "intensity", "depth")
+CLOUD_FIELDS = ("x", "y", "z", "intensity", "depth", "depth_sigma")
 
 #: PointField datatype -> numpy dtype (little endian; byte-swapped for big-endian clouds)
 _POINT_FIELD_DTYPES = {
@@ -45,22 +46,26 @@ def _header(message, stamp: Time, frame_id: str) -> None:
 
 
 def point_cloud(points_m: np.ndarray, intensity: np.ndarray, depth_m: np.ndarray, stamp: Time,
-                frame_id: str) -> PointCloud2:
-    """An unorganised PointCloud2 (height 1) of N points.
+                frame_id: str, depth_sigma_m: np.ndarray | None = None) -> PointCloud2:
+    """An unorganised PointCloud2 (height 1) of N points, fields :data:`CLOUD_FIELDS`.
 
     points_m: (N, 3) x, y, z in ``frame_id`` (m); intensity: (N,) confidence; depth_m: (N,)
-    depth along the reference camera's optical axis (m). All stored as float32; the
-    points must be finite (``is_dense`` is set).
+    depth along the reference camera's optical axis (m); depth_sigma_m: (N,) its standard
+    deviation (m; None: NaN, unknown). All stored as float32; the points must be finite
+    (``is_dense`` is set).
     """
     points_m = np.asarray(points_m)
     count = len(points_m)
-    if points_m.shape != (count, 3) or np.shape(intensity) != (count,) or np.shape(depth_m) != (count,):
+    sigma_shape = (count,) if depth_sigma_m is None else np.shape(depth_sigma_m)
+    if points_m.shape != (count, 3) or np.shape(intensity) != (count,) or np.shape(depth_m) != (count,) \
+            or sigma_shape != (count,):
         raise ValueError(f"point cloud arrays disagree: points {points_m.shape}, intensity "
-                         f"{np.shape(intensity)}, depth {np.shape(depth_m)}")
+                         f"{np.shape(intensity)}, depth {np.shape(depth_m)}, depth sigma {sigma_shape}")
     packed = np.empty((count, len(CLOUD_FIELDS)), "<f4")
     packed[:, :3] = points_m
     packed[:, 3] = intensity
     packed[:, 4] = depth_m
+    packed[:, 5] = np.nan if depth_sigma_m is None else depth_sigma_m
     message = PointCloud2()
     _header(message, stamp, frame_id)
     message.height, message.width = 1, count

@@ -33,14 +33,15 @@ false = a thread of the node), never in the executor's thread; a dead process is
 counted in ``/diagnostics``. Per keyframe it publishes
 
 - ``depth/points`` (sensor_msgs/PointCloud2: float32 x, y, z in m, ``intensity`` = focus
-  confidence, ``depth`` = m along the reference camera's optical axis), in the world frame
+  confidence, ``depth`` = m along the reference camera's optical axis, ``depth_sigma`` = its
+  standard deviation in m, calibrated: about 68 % of true depths within it), in the world frame
   (``points_frame: world``: ``world_frame``, else TF's root or the pose messages' frame) or the
   reference camera frame (``points_frame: camera``);
 - ``depth/map`` (sensor_msgs/PointCloud2, transient local, the world frame): the map
   fused from every keyframe's cloud (:class:`~focus_ros.depth.fusion.FusedMap`: the keyframes'
   points, by the looser ``map_support_neighbours``, that ``map_min_keyframes`` keyframes agree on,
-  within ``map_depth_tolerance`` of their depth, ``intensity`` = how many; at most
-  ``map_max_points`` held);
+  within ``map_depth_tolerance`` of their depth, ``intensity`` = how many, ``depth_sigma`` = the
+  fused depth's standard deviation in m; at most ``map_max_points`` held);
 - ``depth/image`` (sensor_msgs/Image 32FC1, m along the optical axis, NaN = unknown:
   REP-117/118) and ``depth/confidence`` (32FC1), frame and stamp of the reference view;
 - ``depth/image_color`` (rgb8, near red, far blue), only while someone subscribes;
@@ -104,6 +105,12 @@ POSE_QOS = QoSProfile(depth=1000, history=HistoryPolicy.KEEP_LAST, reliability=R
 
 #: keyframe latencies kept for the summary at the end (the latest ones)
 LATENCIES_KEPT = 10_000
+
+
+def _sigma_of(keyframe) -> np.ndarray | None:
+    """The keyframe's per-point depth sigmas (m), None (NaN in the cloud) for a keyframe without them."""
+    sigma = keyframe.point_sigma_m
+    return sigma if len(sigma) == keyframe.point_count else None
 
 
 @dataclass(frozen=True)
@@ -346,10 +353,10 @@ class DepthNode(EstimatingNode):
             self._latencies_ms.append(latency_ms)
             self._submit(self._pipeline.take_waiting())
         if depths is not None:
-            map_points, map_support = self._pipeline.update_map(keyframe)
+            map_points, map_support, map_sigma = self._pipeline.update_map(keyframe, with_sigma=True)
             self._outputs["map"].publish(depth_messages.point_cloud(
                 map_points, map_support, np.full(len(map_points), np.nan, np.float32),
-                messages.time_from_ns(keyframe.t_ref_ns), self._world_frame_id()))
+                messages.time_from_ns(keyframe.t_ref_ns), self._world_frame_id(), map_sigma))
 
     def _publish_keyframe(self, keyframe, depths: np.ndarray, images) -> None:
         """The keyframe's cloud (world or camera frame) and its depth and confidence images."""
@@ -360,7 +367,7 @@ class DepthNode(EstimatingNode):
         else:
             points, frame = points_in_camera_frame(keyframe), camera_frame
         self._outputs["points"].publish(depth_messages.point_cloud(points, keyframe.point_confidence, depths, stamp,
-                                                                   frame))
+                                                                   frame, _sigma_of(keyframe)))
         self.say_first_output("cloud", keyframe.t_ref_ns)
         self._outputs["image"].publish(messages.float_image(keyframe.depth_m, stamp, camera_frame))
         self._outputs["confidence"].publish(messages.float_image(keyframe.confidence, stamp, camera_frame))

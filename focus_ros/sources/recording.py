@@ -83,3 +83,34 @@ def simulation_from_text(text: str, where: str) -> dict:
     if not isinstance(content, dict) or "simulator" not in content:
         raise ValueError(f"{where}: expected a mapping with a 'simulator' key (what simulated the sequence)")
     return content
+
+
+def save_npz(recording: Recording, path) -> None:
+    """A recording with its calibration, poses and depth maps as one .npz file (a cache of
+    simulated sequences: fast to write and read, where the ECD text files are slow); IMU and the
+    simulation record are not kept."""
+    calibration, events = recording.calibration, recording.events
+    arrays = dict(x=events.x, y=events.y, t=events.t, p=events.p)
+    if calibration is not None:
+        arrays["calibration"] = np.array([calibration.width, calibration.height, calibration.fx, calibration.fy,
+                                          calibration.cx, calibration.cy, *calibration.distortion], np.float64)
+    if recording.poses is not None:
+        arrays.update(pose_t=recording.poses.t, position=recording.poses.position,
+                      orientation=recording.poses.orientation)
+    if recording.depth_maps is not None:
+        arrays.update(depth_times=recording.depth_times, depth_maps=recording.depth_maps)
+    np.savez(path, **arrays)
+
+
+def load_npz(path) -> Recording:
+    """The recording :func:`save_npz` wrote."""
+    data = np.load(path)
+    calibration = None
+    if "calibration" in data:
+        values = data["calibration"]
+        calibration = Calibration(int(values[0]), int(values[1]), *map(float, values[2:6]),
+                                  distortion=tuple(map(float, values[6:])))
+    poses = Poses(data["pose_t"], data["position"], data["orientation"]) if "pose_t" in data else None
+    depth = (data["depth_times"], data["depth_maps"]) if "depth_maps" in data else (None, None)
+    return Recording(Events(data["x"], data["y"], data["t"], data["p"]), calibration, poses=poses,
+                     depth_times=depth[0], depth_maps=depth[1])

@@ -272,6 +272,48 @@ class PlanarScene:
                                     texels_per_metre(1.4), texture()))
         return cls.from_planes(planes)
 
+    @classmethod
+    def random_panels(cls, seed: int, near_m: float, far_m: float, panels: int = 6, max_tilt_deg: float = 20.0,
+                      wall_m: float | None = None, shapes_per_megapixel: float = 2500.0, spread: float = 0.8,
+                      texture_size: int = 512, texel_scale: float = 1.0) -> "PlanarScene":
+        """Textured panels at depths log-uniform in [near_m, far_m] (m, along world +x, where the
+        scenes' cameras look), spread across a 30-degree half-angle cone (``spread``: the share of
+        it used), each about a third of the cone's width at its depth, tilted up to
+        ``max_tilt_deg`` about the vertical and the horizontal; panels overlap in view, so nearer
+        ones occlude farther ones. ``wall_m``: an unbounded textured wall at that depth behind
+        them (None: nothing, the rays that miss see black). ``shapes_per_megapixel`` sets the
+        texture's edge density (hence the event rate); ~2 texels per DAVIS240C pixel footprint at
+        each surface's depth, as :meth:`slider`.
+        """
+        if not 0 < near_m <= far_m:
+            raise ValueError(f"panels need 0 < near_m <= far_m, got {near_m}, {far_m}")
+        rng = np.random.default_rng(np.random.SeedSequence([seed, 0x9A4E15]))
+        resolution = int(round(texture_size * texel_scale))
+
+        def texture():
+            return log_intensity(procedural_texture(texture_size, texture_size, rng, shapes_per_megapixel,
+                                                    largest_px=40.0, texel_scale=texel_scale))
+
+        def texels_per_metre(depth_m):
+            return 400.0 * resolution / texture_size / depth_m
+
+        y_axis, z_axis = np.array([0.0, 1.0, 0.0]), np.array([0.0, 0.0, 1.0])
+        u_front, v_front = -y_axis, z_axis  # normal u x v = -x: facing the cameras
+        planes = []
+        if wall_m is not None:
+            planes.append(TexturedPlane(np.array([wall_m, 0.0, 0.0]), u_front, v_front, (np.inf, np.inf),
+                                        texels_per_metre(wall_m), texture()))
+        half_cone = np.tan(np.deg2rad(30.0))
+        for depth in np.exp(rng.uniform(np.log(near_m), np.log(far_m), panels)):
+            centre = np.array([depth, *(spread * half_cone * depth * rng.uniform(-1.0, 1.0, 2) * (1.0, 0.75))])
+            half_size = (half_cone * depth * rng.uniform(0.25, 0.45), half_cone * depth * rng.uniform(0.2, 0.35))
+            yaw, pitch = np.deg2rad(rng.uniform(-max_tilt_deg, max_tilt_deg, 2))
+            turn = np.array([[np.cos(yaw), -np.sin(yaw), 0.0], [np.sin(yaw), np.cos(yaw), 0.0], [0.0, 0.0, 1.0]]) @ \
+                np.array([[np.cos(pitch), 0.0, np.sin(pitch)], [0.0, 1.0, 0.0], [-np.sin(pitch), 0.0, np.cos(pitch)]])
+            planes.append(TexturedPlane(centre, turn @ u_front, turn @ v_front, half_size, texels_per_metre(depth),
+                                        texture()))
+        return cls.from_planes(planes)
+
 
 @njit(cache=True, nogil=True)
 def cast_ray(geometry, textures, texels_per_metre, ox, oy, oz, dx, dy, dz):
