@@ -12,6 +12,7 @@ import pytest
 
 from focus_ros.camera import Calibration
 from focus_ros.depth.synthetic import plane_events
+from focus_ros.depth.fusion import MAP_SIGMA_FACTOR
 from focus_ros.estimators.depth import DepthEstimator, DepthKeyframe, DepthSettings
 from focus_ros.events import Events
 from focus_ros.pipelines.depth import (DepthPipeline, DepthPipelineSettings, KeyframeSelector, PoseGate,
@@ -254,9 +255,10 @@ def test_keyframes_completed_while_the_estimator_is_busy_are_joined_and_handed_o
 def test_a_keyframes_depth_sets_where_the_next_ends_and_enters_the_map(calibration, sliding_plane):
     """Keyframes by parallax: until a keyframe is back the scene depth is the middle of the depths
     searched (sqrt(0.3 x 10) m); a keyframe of the plane at 1 m makes the baseline 0.05 x 1 m,
-    and its points enter the fused map."""
-    pipeline = DepthPipeline(DepthPipelineSettings(map_min_keyframes=1), DepthSettings(), calibration=calibration,
-                             trajectory=sliding_plane.trajectory)
+    and its points enter the fused map (every one without the bound on sigma; with it, those whose
+    sigma is at most map_max_relative_sigma of their distance)."""
+    pipeline = DepthPipeline(DepthPipelineSettings(map_min_keyframes=1, map_max_relative_sigma=0.0), DepthSettings(),
+                             calibration=calibration, trajectory=sliding_plane.trajectory)
     assert pipeline.selector.every_baseline_m == pytest.approx(0.05 * np.sqrt(0.3 * 10.0))
     job = pipeline.add_events(sliding_plane.events)[0]
     keyframe = DepthEstimator(calibration, DepthSettings()).estimate(job.events, job.poses)
@@ -267,6 +269,13 @@ def test_a_keyframes_depth_sets_where_the_next_ends_and_enters_the_map(calibrati
     points, support = pipeline.update_map(keyframe)
     assert len(points) == len(keyframe.map_points_world) and np.all(support == 1)
     assert pipeline.counts["keyframes_published"] == 1 and pipeline.counts["map_points"] == len(points)
+    bound = DepthPipelineSettings().map_max_relative_sigma
+    pipeline.map.max_relative_sigma = bound
+    bounded, _, sigma = pipeline.map.points(with_sigma=True)
+    distance = np.linalg.norm(keyframe.map_points_world - keyframe.world_from_camera[:3, 3], axis=1)
+    certain = keyframe.map_point_sigma_m * MAP_SIGMA_FACTOR <= bound * distance  # a lone keyframe's: its own x 1.16
+    assert 0 < len(bounded) == np.count_nonzero(certain) < len(points)
+    assert np.all(sigma <= bound * np.linalg.norm(bounded - keyframe.world_from_camera[:3, 3], axis=1) + 1e-6)
 
 
 # ============================================================================ node and command line

@@ -96,17 +96,15 @@ def run(args) -> int:
                                                 warm_start=args.warm_start, value_tolerance=args.value_tolerance)
     started = time.perf_counter()
     choices = source_choices(args)
-    executor = grid.executor_from_arguments(args)
-    try:
-        plans = [_plan_sequence(args, choice, len(choices) > 1, jobs, options) for choice in choices]
-        sequences = {plan.name: grid.SequenceInput(plan.name, plan.recording, (int(plan.windows[0, 0]),
-                                                                               int(plan.windows[-1, 1])), plan.output)
-                     for plan in plans}
-        report = grid.run_grid([job for plan in plans for job in plan.grid_jobs], sequences, executor,
-                               not args.quiet, "evaluate")
-    finally:
-        executor.close()
-    grid.report_run(report, args.output, "evaluate", args.quiet)
+    plans = []
+
+    def plan():
+        plans.extend(_plan_sequence(args, choice, len(choices) > 1, jobs, options) for choice in choices)
+        inputs = {plan.name: grid.SequenceInput.of_windows(plan.name, plan.recording, plan.windows, plan.output)
+                  for plan in plans}
+        return [job for plan in plans for job in plan.grid_jobs], inputs
+
+    report = grid.run_command(args, "evaluate", plan)
     for plan in plans:
         _write_sequence_report(args, plan, jobs, modes, report, started)
     return 1 if report.failed else 0

@@ -143,6 +143,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "evaluation set, all of it (wide) or one half, instead of comparing losses on "
                              "SEQUENCE (--duration shortens its 3-s sequences); --losses, --polarity, "
                              "--keyframes* and --plot-losses do not apply")
+    parser.add_argument("--map-max-relative-sigma", type=float, default=None, metavar="R",
+                        help="with --set: the fused map's bound on sigma / depth (default: focus-ros depth's, "
+                             "DepthPipelineSettings.map_max_relative_sigma; 0 = every point)")
+    parser.add_argument("--recordings", type=Path, default=None, metavar="DIR",
+                        help="with --set: where the set's recordings are simulated once and kept (default "
+                             "OUTPUT/recordings; share one folder between runs that compare settings)")
     add_executor_arguments(parser, workers_default="1: the depth kernels use every core already")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -172,9 +178,9 @@ def run(args) -> int:
         raise UserError(f"--plot-losses {unknown[0]} is not among the evaluated methods ({', '.join(methods)})")
     started = time.perf_counter()
     choices = source_choices(args)
-    executor = grid.executor_from_arguments(args, default_workers=1)
-    try:
-        plans = []
+    plans = []
+
+    def plan():
         for choice in choices:  # each sequence's jobs: one per polarity mode
             recording, _, description = load_source(choice.args)
             output = args.output / choice.name if len(choices) > 1 else args.output
@@ -182,12 +188,9 @@ def run(args) -> int:
                                    args.keyframe_baseline, output, choice.name)
             sequence = grid.SequenceInput(choice.name, recording, (0, len(recording.events)), output)
             plans.append(SequencePlan(choice.name, output, description, sequence, jobs))
-        report = grid.run_grid([job for plan in plans for job in plan.grid_jobs],
-                               {plan.name: plan.sequence for plan in plans}, executor, not args.quiet,
-                               "evaluate-depth")
-    finally:
-        executor.close()
-    grid.report_run(report, args.output, "evaluate-depth", args.quiet)
+        return [job for plan in plans for job in plan.grid_jobs], {plan.name: plan.sequence for plan in plans}
+
+    report = grid.run_command(args, "evaluate-depth", plan, default_workers=1)
     for plan in plans:
         parts = report.part(f"{plan.name}/depth/").results
         if len(parts) < len(modes):
@@ -217,23 +220,26 @@ def _run_set(args) -> int:
                           for sequence in sequences)
     depth = depth_settings_from_args(args)
     pipeline_settings = DepthPipelineSettings(map_max_points=100_000_000)  # offline: every point kept
+    if args.map_max_relative_sigma is not None:
+        try:
+            pipeline_settings = replace(pipeline_settings, map_max_relative_sigma=args.map_max_relative_sigma)
+        except ValueError as error:
+            raise UserError(str(error)) from None
     output = args.output
     recordings = {}
     for sequence in tqdm(sequences, desc="simulating (once)", unit="sequence", disable=args.quiet, file=sys.stderr):
-        recordings[sequence.name] = cached_recording(sequence, output / "recordings")
-    executor = grid.executor_from_arguments(args, default_workers=1)
-    try:
-        inputs = {s.name: grid.SequenceInput(s.name, recordings[s.name], (0, len(recordings[s.name].events)),
-                                             output / s.name) for s in sequences}
-        report = grid.run_grid(depth_set_jobs(sequences, recordings, depth, pipeline_settings, output), inputs,
-                               executor, not args.quiet, "evaluate-depth --set")
-    finally:
-        executor.close()
-    grid.report_run(report, output, "evaluate-depth", args.quiet)
+        recordings[sequence.name] = cached_recording(sequence, args.recordings or output / "recordings")
+    inputs = {s.name: grid.SequenceInput(s.name, recordings[s.name], (0, len(recordings[s.name].events)),
+                                         output / s.name) for s in sequences}
+    report = grid.run_command(args, "evaluate-depth",
+                              lambda: (depth_set_jobs(sequences, recordings, depth, pipeline_settings, output), inputs),
+                              default_workers=1)
     results = [report.results[key] for key in report.results if report.results[key] is not None]
     command = "focus-ros " + " ".join(shlex.quote(word) for word in sys.argv[1:]) if sys.argv else ""
     text = (f"# Depth over the evaluation set ({args.set})\n\n- command: `{command}`\n- each sequence: "
-            f"`focus-ros depth`'s loop and settings ({selection_description(depth)}); errors |Z - Z_true| / Z_true "
+            f"`focus-ros depth`'s loop and settings ({selection_description(depth)}; the map's points with "
+            f"sigma <= {100 * pipeline_settings.map_max_relative_sigma:g} % of the depth); errors "
+            "|Z - Z_true| / Z_true "
             "of the fused map's points, each judged in the first keyframe view that sees it with ground truth\n\n"
             + markdown_table(results))
     (output / "depth_set.md").write_text(text)

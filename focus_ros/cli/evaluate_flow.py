@@ -80,17 +80,15 @@ def run(args) -> int:
     if args.max_windows is not None and args.max_windows <= 0:
         raise UserError(f"--max-windows must be positive, got {args.max_windows}")
     choices = source_choices(args)
-    executor = grid.executor_from_arguments(args)
-    try:
-        plans = [_plan_sequence(args, choice, len(choices) > 1, losses) for choice in choices]
-        sequences = {plan.name: grid.SequenceInput(plan.name, plan.recording, (int(plan.windows[0, 0]),
-                                                                               int(plan.windows[-1, 1])), plan.output)
-                     for plan in plans}
-        report = grid.run_grid([job for plan in plans for job in plan.grid_jobs], sequences, executor,
-                               not args.quiet, "evaluate-flow")
-    finally:
-        executor.close()
-    grid.report_run(report, args.output, "evaluate-flow", args.quiet)
+    plans = []
+
+    def plan():
+        plans.extend(_plan_sequence(args, choice, len(choices) > 1, losses) for choice in choices)
+        inputs = {plan.name: grid.SequenceInput.of_windows(plan.name, plan.recording, plan.windows, plan.output)
+                  for plan in plans}
+        return [job for plan in plans for job in plan.grid_jobs], inputs
+
+    report = grid.run_command(args, "evaluate-flow", plan)
     for plan in plans:
         _write_sequence_report(args, plan, report.part(f"{plan.name}/optical_flow/"))
     return 1 if report.failed else 0

@@ -44,6 +44,9 @@ _NEIGHBOUR_KEYS = np.array([(dx << (2 * _BITS)) + (dy << _BITS) + dz
 #: of the depth along the ray and a pixel across it, 2 keyframes, a bound of 300,000 points
 MAP_DEPTH_TOLERANCE = 0.02
 MAP_MIN_KEYFRAMES = 2
+#: the published points' bound on sigma / depth, chosen on the tune half of the depth set
+#: (focus_ros/sources/depth_set.py; EVALUATION.md, "Depth over the evaluation set")
+MAP_MAX_RELATIVE_SIGMA = 0.015
 MAP_MAX_POINTS = 300_000
 #: a published point's depth sigma: its own keyframe's over sqrt(the estimates it averages, its own and one
 #: per comparison that found other keyframes' points around it), as for independent errors, times this: the
@@ -110,10 +113,12 @@ class FusedMap:
     """The fused map (module docstring). depth_tolerance: how near along the ray another
     keyframe's point must be, as a share of the depth (the cells' width in ln z); min_keyframes:
     keyframes that must agree on a point for it to be published (1 = every point); max_points:
-    bound on the points held."""
+    bound on the points held; max_relative_sigma: a point is published only when its depth sigma
+    is at most this share of its distance from its keyframe's camera (0 = every point; a point
+    without a sigma is published)."""
 
     def __init__(self, depth_tolerance: float = MAP_DEPTH_TOLERANCE, min_keyframes: int = MAP_MIN_KEYFRAMES,
-                 max_points: int = MAP_MAX_POINTS):
+                 max_points: int = MAP_MAX_POINTS, max_relative_sigma: float = MAP_MAX_RELATIVE_SIGMA):
         if not (np.isfinite(depth_tolerance) and 0 < depth_tolerance <= 1):
             raise ValueError(f"map depth tolerance must be within (0, 1] (a share of the depth), "
                              f"got {depth_tolerance}")
@@ -124,6 +129,7 @@ class FusedMap:
         self.depth_tolerance = float(depth_tolerance)
         self.min_keyframes = int(min_keyframes)
         self.max_points = int(max_points)
+        self.max_relative_sigma = float(max_relative_sigma)
         self.clear()
 
     def clear(self) -> None:
@@ -210,11 +216,13 @@ class FusedMap:
         origins = self.origins[kept].astype(np.float64)
         scale = np.exp(self.shift[kept] / (1 + self.shifts[kept]))
         points = origins + (self.points_world[kept] - origins) * scale[:, None]
-        if not with_sigma:
-            return points.astype(np.float32), support[kept].astype(np.float32)
-        estimates = 1.0 + self.shifts[kept]
-        sigma = (MAP_SIGMA_FACTOR * self.sigma_m[kept] * scale / np.sqrt(estimates)).astype(np.float32)
-        return points.astype(np.float32), support[kept].astype(np.float32), sigma
+        sigma = MAP_SIGMA_FACTOR * self.sigma_m[kept] * scale / np.sqrt(1.0 + self.shifts[kept])
+        if self.max_relative_sigma > 0:  # too uncertain: held (another keyframe may firm it up), not published
+            with np.errstate(invalid="ignore"):
+                certain = ~(sigma > self.max_relative_sigma * np.linalg.norm(points - origins, axis=1))
+            kept, points, sigma = kept[certain], points[certain], sigma[certain]
+        published = (points.astype(np.float32), support[kept].astype(np.float32))
+        return published + (sigma.astype(np.float32),) if with_sigma else published
 
     def _bound(self) -> None:
         """Drop the points of the oldest keyframes beyond max_points (the points are held in

@@ -7,9 +7,10 @@ Per sequence (:func:`evaluate_sequence`): keyframes, points of all keyframes and
 and share within 5 % (each map point judged in the first keyframe view that sees it with ground
 truth, :func:`focus_ros.evaluation.depth.map_relative_errors`), the same for all keyframes'
 points, the share of the true depths within 1 sigma of the points' depth standard deviations
-(keyframes' and map's: their calibration), and the seconds it took. Over a set (:func:`set_summary`): the median of the sequences'
-medians, the worst sequence, the share of sequences at or under 1 % and 2 %, the least share within
-5 %, the median density: the figures issue 33's targets are stated in.
+(keyframes' and map's: their calibration), and the seconds it took. Over a set
+(:func:`set_summary`): the median of the sequences' medians, the worst sequence, the share of
+sequences at or under 1 % and 2 %, the least share within 5 %, the median density: the figures
+issue 33's targets are stated in.
 """
 
 from __future__ import annotations

@@ -168,6 +168,11 @@ class SequenceInput:
     event_range: tuple[int, int]
     folder: Path
 
+    @classmethod
+    def of_windows(cls, name: str, recording, windows: np.ndarray, folder: Path) -> "SequenceInput":
+        """The input of jobs that read windows (W, 2) [start, stop) of event indices: their range."""
+        return cls(name, recording, (int(windows[0, 0]), int(windows[-1, 1])), folder)
+
 
 @dataclass(frozen=True)
 class StoredSequence:
@@ -451,6 +456,22 @@ def executor_from_arguments(args, default_workers: int | None = None) -> "Execut
     default_workers: local processes without --workers (None: every core)."""
     workers = args.workers if args.workers is not None or args.ray else default_workers
     return make_executor(workers, args.ray, args.ship_data)
+
+
+def run_command(args, command: str, plan: Callable[[], tuple[list, dict]],
+                default_workers: int | None = None) -> "GridReport":
+    """An evaluate command's grid, the one way the three run it: the executor of its options
+    (:func:`executor_from_arguments`: a wrong --ray is said before any sequence is read), then
+    ``plan()`` -> (jobs, sequences: name -> SequenceInput), :func:`run_grid`, the executor
+    closed whatever happens, and the run reported (:func:`report_run`, args.output, args.quiet)."""
+    executor = executor_from_arguments(args, default_workers)
+    try:
+        jobs, sequences = plan()
+        report = run_grid(jobs, sequences, executor, not args.quiet, command)
+    finally:
+        executor.close()
+    report_run(report, args.output, command, args.quiet)
+    return report
 
 
 def report_run(report: "GridReport", output: Path, command: str, quiet: bool) -> None:

@@ -35,7 +35,8 @@ from typing import Callable
 import numpy as np
 
 from focus_ros.camera import Calibration
-from focus_ros.depth.fusion import MAP_DEPTH_TOLERANCE, MAP_MAX_POINTS, MAP_MIN_KEYFRAMES, FusedMap
+from focus_ros.depth.fusion import (MAP_DEPTH_TOLERANCE, MAP_MAX_POINTS, MAP_MAX_RELATIVE_SIGMA, MAP_MIN_KEYFRAMES,
+                                   FusedMap)
 from focus_ros.estimators.depth import DepthKeyframe, DepthSettings
 from focus_ros.events import NANOSECONDS_PER_SECOND, Events
 from focus_ros.poses import PoseError, Trajectory, pose_matrix, quaternion_to_matrix
@@ -93,6 +94,10 @@ class DepthPipelineSettings:
                                          "it)", minimum=0.001, maximum=1.0)
     map_min_keyframes: int = setting(MAP_MIN_KEYFRAMES, "keyframes that must agree on a point of the fused map, its "
                                      "own included; 1 = every point", unit="keyframes", minimum=1, maximum=64)
+    map_max_relative_sigma: float = setting(MAP_MAX_RELATIVE_SIGMA, "the fused map publishes a point only when its "
+                                            "depth sigma is at most this share of its depth (too little parallax, "
+                                            "a flat focus peak: held, not published); 0 = every point", minimum=0.0,
+                                            maximum=10.0)
     map_max_points: int = setting(MAP_MAX_POINTS, "bound on the points the fused map holds: beyond it the oldest "
                                   "keyframes' points go first", unit="points", minimum=1000, maximum=100_000_000,
                                   option=None)
@@ -467,7 +472,8 @@ class DepthPipeline:
         self.trajectory = self._new_trajectory() if trajectory is None else trajectory
         self.gate = PoseGate(settings.max_held_events)
         self.selector = keyframe_selector(settings, depth)
-        self.map = FusedMap(settings.map_depth_tolerance, settings.map_min_keyframes, settings.map_max_points)
+        self.map = FusedMap(settings.map_depth_tolerance, settings.map_min_keyframes, settings.map_max_points,
+                            settings.map_max_relative_sigma)
         self._unreturned, self._max_pending, self._warn_once = unreturned, max_pending, warn_once
         self.counts = dict(pose_restarts=0, poses_out_of_order=0, poses_invalid=0, keyframes_offered=0,
                            keyframes_merged=0, keyframes_done=0, keyframes_published=0, keyframes_without_depth=0,
@@ -485,10 +491,12 @@ class DepthPipeline:
     # ----------------------------------------------------------------- configuration
     def reconfigure(self, settings: DepthPipelineSettings, depth: DepthSettings) -> None:
         """New settings: a new keyframe selector when its rules changed (the events it buffered are
-        dropped); the pose gate and the map keep the bounds they were made with."""
+        dropped); the pose gate and the map keep the bounds they were made with, the map takes the
+        new bound on its points' sigma."""
         if _selector_rules(settings, depth) != _selector_rules(self.settings, self.depth):
             self.selector = keyframe_selector(settings, depth)
         self.settings, self.depth = settings, depth
+        self.map.max_relative_sigma = settings.map_max_relative_sigma
 
     def set_calibration(self, calibration: Calibration) -> None:
         """The camera's calibration: events held until now may go on."""
