@@ -200,6 +200,7 @@ class DepthNode(EstimatingNode):
             camera_from_body=self._camera_from_body,
             unreturned=lambda: counts["dropped"] + counts["lost"] + counts["failed"],
             max_pending=lambda: self._node_settings.max_pending_keyframes,
+            estimator_ready=lambda: self._runner.state == "running",
             warn_once=lambda key, text: self._input.warn_once(key, text))
         # where poses come from: 'topic' or 'tf', or 'auto' until one of them gives a camera pose
         self._pose_source = self._node_settings.pose_source
