@@ -229,9 +229,10 @@ def test_poses_streamed_late_and_events_in_small_messages_give_the_keyframes_of_
 
 
 def test_keyframes_completed_while_the_estimator_is_busy_are_joined_and_handed_out_when_it_is_free(sliding_plane):
-    """An asynchronous estimator: until its first result, keyframes go out as cut up to
-    max_pending (2 here), the next wait and are joined into one (thinned to keyframe_events);
-    it goes out once the estimator has handed back every earlier keyframe."""
+    """An asynchronous estimator: while it starts (until its first result, not yet running),
+    keyframes go out as cut up to max_pending (2 here), the next wait and are joined into one
+    (thinned to keyframe_events); it goes out once the estimator has handed back every earlier
+    keyframe. A running estimator's keyframes are joined from the first one on."""
     pipeline = DepthPipeline(DepthPipelineSettings(keyframe_events=1000, **BY_EVENTS), DepthSettings(),
                              calibration=Calibration.davis240c(), trajectory=sliding_plane.trajectory,
                              unreturned=lambda: 0, max_pending=lambda: 2)
@@ -246,6 +247,14 @@ def test_keyframes_completed_while_the_estimator_is_busy_are_joined_and_handed_o
     # keyframes 3 to 5 (3000 events) in one, every 4th event: the bound of 1000 halved twice
     assert joined.events.t.tolist() == events.t[2000:5000:4].tolist()
     assert pipeline.counts["keyframes_offered"] == 3 and pipeline.counts["keyframes_without_depth"] == 2
+    # an estimator already running (warmed up) is not starting: its first keyframe is joined like
+    # any later one, so keyframes 2 to 5 wait as one, not 2 as cut (bench_depth_node at 3 Mev/s:
+    # queueing them put seconds of backlog before every later keyframe)
+    warm = DepthPipeline(DepthPipelineSettings(keyframe_events=1000, **BY_EVENTS), DepthSettings(),
+                         calibration=Calibration.davis240c(), trajectory=sliding_plane.trajectory,
+                         unreturned=lambda: 0, max_pending=lambda: 2, estimator_ready=lambda: True)
+    assert [job.events.t.tolist() for job in warm.add_events(events)] == [events.t[:1000].tolist()]
+    assert warm.counts["keyframes_merged"] == 3
     # inline (no asynchronous estimator): never busy, each keyframe goes out as cut
     inline = DepthPipeline(DepthPipelineSettings(keyframe_events=1000, **BY_EVENTS), DepthSettings(),
                            calibration=Calibration.davis240c(), trajectory=sliding_plane.trajectory)
