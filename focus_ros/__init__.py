@@ -7,7 +7,8 @@ The package follows the data flow, one room per step:
     codecs     event messages on the wire <-> Events, one module per format  (focus_ros.codecs)
     events     Events (x, y px; t ns; p ±1), windows of events (fixed, or fitted to the sensor and
                the motion and thinned to a compute budget), checks on a live stream (events, windows, stream)
-    camera     calibration, undistorted bearing look-up table; camera trajectories  (camera, poses)
+    camera     calibration, undistorted bearing look-up table; camera trajectories and the TF
+               tree they come from on a robot  (camera, poses)
     warps      point trajectories θ with their Jacobians  (warps)
     IWE        image of warped events, on coarser bins for large sensors  (iwe; visualization turns
                it into pictures)

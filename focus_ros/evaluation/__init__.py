@@ -14,7 +14,8 @@ Angular velocity (the paper's Table 2), in the order data flows through it:
 - ``plots`` and ``landscape``: PNG figures (Agg backend); ``timing``: the timing column.
 
 Depth: ``depth`` (every patch loss and max vote on the same DSI against depth maps, and the
-errors of published clouds) and ``depth_report`` (its table and pictures).
+errors of published clouds), ``depth_report`` (its table and pictures) and ``depth_set``
+(``focus-ros depth``'s fused map over the wide evaluation set, ``evaluate-depth --set``).
 
 Optical flow: ``flow`` (flow ground truth from rotation, or translation with depth, and
 endpoint errors).
@@ -23,5 +24,5 @@ All three run their jobs through ``grid``: (sequence x loss x setting) jobs on a
 pool or as Ray tasks (``--ray``), results written by the driver per job, resumable.
 """
 
-__all__ = ["alignment", "angular_velocity", "assemble", "depth", "depth_report", "flow", "grid", "ground_truth",
+__all__ = ["alignment", "angular_velocity", "assemble", "depth", "depth_report", "depth_set", "flow", "grid", "ground_truth",
            "landscape", "metrics", "plots", "sequence", "tables", "timing"]
