@@ -24,5 +24,5 @@ All three run their jobs through ``grid``: (sequence x loss x setting) jobs on a
 pool or as Ray tasks (``--ray``), results written by the driver per job, resumable.
 """
 
-__all__ = ["alignment", "angular_velocity", "assemble", "depth", "depth_report", "depth_set", "flow", "grid", "ground_truth",
-           "landscape", "metrics", "plots", "sequence", "tables", "timing"]
+__all__ = ["alignment", "angular_velocity", "assemble", "depth", "depth_report", "depth_set", "flow", "grid",
+           "ground_truth", "landscape", "metrics", "plots", "sequence", "tables", "timing"]
