@@ -33,7 +33,7 @@ from focus_ros.cli import UserError
 from focus_ros.cli._output import replaced_on_success
 from focus_ros.cli._settings import add_setting_options, settings_from_options
 from focus_ros.estimators.depth import DepthSettings
-from focus_ros.pipelines.depth import DepthPipeline, DepthPipelineSettings, point_depths_m
+from focus_ros.pipelines.depth import DepthPipeline, DepthPipelineSettings, offline_keyframes, point_depths_m
 from focus_ros.poses.transforms import POSE_SOURCES
 
 CSV_COLUMNS = ("keyframe", "t_ref", "px", "py", "pz", "qx", "qy", "qz", "qw", "events", "votes", "points",
@@ -209,36 +209,28 @@ def run(args) -> int:
             KeyframeWriter(output, keyframes_csv, not args.no_pictures) as writer, \
             tqdm(unit="ev", unit_scale=True, disable=args.quiet, file=sys.stderr, desc="events") as progress:
 
-        def process(jobs) -> bool:
-            """Estimate the keyframes (inline, each before the next), feed them back, write them;
-            True once --max-keyframes are written."""
-            for job in jobs:
-                # the whole trajectory, not the job's segment: the same poses, and an error naming
-                # the whole span the poses cover
-                keyframe = estimator.estimate(job.events, trajectory)
-                if pipeline.keyframe_done(keyframe) is not None:
-                    pipeline.update_map(keyframe)
-                writer.write(keyframe, estimator.dsi.votes)
-                if keyframe.warning:
-                    progress.write(f"focus-ros depth: warning: keyframe {writer.written - 1}: {keyframe.warning}",
-                                   file=sys.stderr)
-                progress.set_postfix(keyframes=writer.written, points=writer.total_points)
-                if args.max_keyframes is not None and writer.written >= args.max_keyframes:
-                    return True
-            return False
+        def chunks():
+            """The sequence's events as read, counted on the progress bar, trimmed to the poses' span
+            with --trim-to-poses."""
+            nonlocal dropped
+            for chunk in iter_sequence_events(sequence, args.topic, within=calibration):
+                progress.update(len(chunk))
+                if args.trim_to_poses and len(chunk):
+                    inside = (chunk.t >= first_pose_ns) & (chunk.t <= last_pose_ns)
+                    dropped += int(len(chunk) - np.count_nonzero(inside))
+                    chunk = chunk[inside]
+                yield chunk
 
-        finished = False
-        for chunk in iter_sequence_events(sequence, args.topic, within=calibration):
-            progress.update(len(chunk))
-            if args.trim_to_poses and len(chunk):
-                inside = (chunk.t >= first_pose_ns) & (chunk.t <= last_pose_ns)
-                dropped += int(len(chunk) - np.count_nonzero(inside))
-                chunk = chunk[inside]
-            finished = process(pipeline.add_events(chunk))
-            if finished:
+        # the whole trajectory, not each job's segment: the same poses, and an error naming the whole
+        # span the poses cover
+        for keyframe in offline_keyframes(pipeline, estimator, trajectory, chunks()):
+            writer.write(keyframe, estimator.dsi.votes)
+            if keyframe.warning:
+                progress.write(f"focus-ros depth: warning: keyframe {writer.written - 1}: {keyframe.warning}",
+                               file=sys.stderr)
+            progress.set_postfix(keyframes=writer.written, points=writer.total_points)
+            if args.max_keyframes is not None and writer.written >= args.max_keyframes:
                 break
-        if not finished:
-            process(pipeline.flush())
     map_points, map_support, map_sigma = pipeline.map.points(with_sigma=True)
     origin = trajectory.interpolate([trajectory.t_range_ns[0]])[1][0]
     write_ply(output / "map.ply", map_points, map_support, _distance_colors(map_points, origin), map_sigma)

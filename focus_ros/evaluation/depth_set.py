@@ -16,7 +16,7 @@ issue 33's targets are stated in.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -24,7 +24,7 @@ import numpy as np
 
 from focus_ros.estimators.depth import DepthEstimator, DepthSettings
 from focus_ros.evaluation.depth import cloud_relative_errors, map_relative_errors
-from focus_ros.pipelines.depth import DepthPipeline, DepthPipelineSettings
+from focus_ros.pipelines.depth import DepthPipeline, DepthPipelineSettings, offline_keyframes
 from focus_ros.poses import Trajectory
 from focus_ros.sources.depth_maps import DepthGroundTruth
 from focus_ros.sources.depth_set import DepthSequence, simulate
@@ -32,7 +32,7 @@ from focus_ros.sources.recording import Recording, load_npz, save_npz
 
 __all__ = ["SequenceResult", "cached_recording", "depth_set_jobs", "evaluate_recording", "evaluate_sequence",
            "markdown_table",
-           "offline_keyframes", "plot_set", "set_summary", "write_csv"]
+           "plot_set", "set_summary", "write_csv"]
 
 #: events handed to the pipeline at a time (as `focus-ros depth` reads them, in chunks)
 CHUNK_EVENTS = 100_000
@@ -76,23 +76,6 @@ def cached_recording(sequence: DepthSequence, folder: Path | None) -> Recording:
         path.parent.mkdir(parents=True, exist_ok=True)
         save_npz(simulate(sequence), path)
     return load_npz(path)
-
-
-def offline_keyframes(pipeline: DepthPipeline, estimator: DepthEstimator, trajectory: Trajectory,
-                      chunks: Iterable) -> Iterator:
-    """`focus-ros depth`'s loop: the events (chunks of Events, in time order) through the pipeline,
-    each keyframe estimated as it is cut (inline, before the next is cut: the next keyframe's depth
-    range follows it), fed back, its depth added to the map; yields the keyframes."""
-    def estimated(jobs):
-        for job in jobs:
-            keyframe = estimator.estimate(job.events, trajectory)
-            if pipeline.keyframe_done(keyframe) is not None:
-                pipeline.update_map(keyframe)
-            yield keyframe
-
-    for chunk in chunks:
-        yield from estimated(pipeline.add_events(chunk))
-    yield from estimated(pipeline.flush())
 
 
 def _keyframe_point_errors(keyframes, truth, trajectory, calibration) -> tuple[np.ndarray, np.ndarray]:

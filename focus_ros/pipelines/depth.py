@@ -30,6 +30,7 @@ import math
 import time
 from collections import deque
 from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
 from typing import Callable
 
 import numpy as np
@@ -37,7 +38,7 @@ import numpy as np
 from focus_ros.camera import Calibration
 from focus_ros.depth.fusion import (MAP_DEPTH_TOLERANCE, MAP_MAX_POINTS, MAP_MAX_RELATIVE_SIGMA, MAP_MIN_KEYFRAMES,
                                    FusedMap)
-from focus_ros.estimators.depth import DepthKeyframe, DepthSettings
+from focus_ros.estimators.depth import DepthEstimator, DepthKeyframe, DepthSettings
 from focus_ros.events import NANOSECONDS_PER_SECOND, Events
 from focus_ros.poses import PoseError, Trajectory, pose_matrix, quaternion_to_matrix
 from focus_ros.settings import setting
@@ -677,9 +678,8 @@ class DepthPipeline:
         nothing else touches the map). Returns the map as it stands: (points (N, 3) float32 m, how
         many keyframes agree on each (N,) float32), and with ``with_sigma`` their depth standard
         deviations (N,) float32 m (FusedMap.points)."""
-        sigma = keyframe.map_point_sigma_m  # a keyframe made without sigmas (empty): unknown, NaN
         self.map.add(keyframe.map_points_world, keyframe.world_from_camera, 1.0 / self.calibration.fx,
-                     sigma if len(sigma) == len(keyframe.map_points_world) else None)
+                     keyframe.map_point_sigma_m)
         published = self.map.points(with_sigma)
         self.counts["map_points"] = len(published[0])
         return published
@@ -727,3 +727,21 @@ class DepthPipeline:
                    "waiting_for_poses": "no pose covers them within max_held_events: poses missing, behind the "
                                         "events or stopped; check the pose topic, pose_time_offset_s and the clocks"}
         return dropped_events_problem(now["received"] - before["received"], dropped, reasons)
+
+
+def offline_keyframes(pipeline: DepthPipeline, estimator: DepthEstimator, trajectory: Trajectory,
+                      chunks: Iterable[Events]) -> Iterator[DepthKeyframe]:
+    """`focus-ros depth`'s loop (and the depth set's evaluation's), the estimator in this thread:
+    the events (chunks of Events, in time order) through the pipeline, each keyframe estimated as
+    it is cut (inline, before the next is cut: the next keyframe's depth range follows it), fed
+    back, its depth added to the map; yields the keyframes (stop early by leaving the loop)."""
+    def estimated(jobs):
+        for job in jobs:
+            keyframe = estimator.estimate(job.events, trajectory)
+            if pipeline.keyframe_done(keyframe) is not None:
+                pipeline.update_map(keyframe)
+            yield keyframe
+
+    for chunk in chunks:
+        yield from estimated(pipeline.add_events(chunk))
+    yield from estimated(pipeline.flush())

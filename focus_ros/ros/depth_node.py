@@ -107,12 +107,6 @@ POSE_QOS = QoSProfile(depth=1000, history=HistoryPolicy.KEEP_LAST, reliability=R
 LATENCIES_KEPT = 10_000
 
 
-def _sigma_of(keyframe) -> np.ndarray | None:
-    """The keyframe's per-point depth sigmas (m), None (NaN in the cloud) for a keyframe without them."""
-    sigma = keyframe.point_sigma_m
-    return sigma if len(sigma) == keyframe.point_count else None
-
-
 @dataclass(frozen=True)
 class DepthNodeSettings:
     """depth_node's own parameters: where its poses come from, its outputs' frames, its queue."""
@@ -257,6 +251,8 @@ class DepthNode(EstimatingNode):
                 self._pipeline.set_calibration(calibration)
 
     def _on_pose(self, message) -> None:
+        if self._pose_source == "tf":  # auto chose TF: the pose topic is not read (set once, under the lock)
+            return
         received_s = time.monotonic()
         t_ns, position, orientation, frame_id = depth_messages.pose_from_message(message)
         with self._lock:
@@ -264,13 +260,14 @@ class DepthNode(EstimatingNode):
                 self._choose_pose_source("topic")
             elif self._pose_source != "topic":
                 return
-            self._poses_received += 1
             if frame_id:
                 self._world_frame = frame_id
-            self._submit(self._pipeline.add_pose(t_ns, position, orientation, received_s))
+            self._add_pose(t_ns, position, orientation, received_s)
 
     def _on_transforms(self, message, static: bool) -> None:
         """A TFMessage from /tf or /tf_static: the camera poses it completes go to the pipeline."""
+        if self._pose_source == "topic":  # auto chose the pose topic: TF is not read
+            return
         received_s = time.monotonic()
         transforms = transforms_from_tf_message(message)
         with self._lock:
@@ -284,8 +281,12 @@ class DepthNode(EstimatingNode):
         if poses and self._pose_source == "auto":
             self._choose_pose_source("tf")
         for t_ns, position, orientation in poses:
-            self._poses_received += 1
-            self._submit(self._pipeline.add_pose(t_ns, position, orientation, received_s))
+            self._add_pose(t_ns, position, orientation, received_s)
+
+    def _add_pose(self, t_ns: int, position, orientation, received_s: float) -> None:
+        """One camera pose, from either source, to the pipeline (lock held)."""
+        self._poses_received += 1
+        self._submit(self._pipeline.add_pose(t_ns, position, orientation, received_s))
 
     def _choose_pose_source(self, source: str) -> None:
         """pose_source auto: the first source to give a camera pose is the one used (lock held)."""
@@ -368,7 +369,7 @@ class DepthNode(EstimatingNode):
         else:
             points, frame = points_in_camera_frame(keyframe), camera_frame
         self._outputs["points"].publish(depth_messages.point_cloud(points, keyframe.point_confidence, depths, stamp,
-                                                                   frame, _sigma_of(keyframe)))
+                                                                   frame, keyframe.point_sigma_m))
         self.say_first_output("cloud", keyframe.t_ref_ns)
         self._outputs["image"].publish(messages.float_image(keyframe.depth_m, stamp, camera_frame))
         self._outputs["confidence"].publish(messages.float_image(keyframe.confidence, stamp, camera_frame))
