@@ -10,10 +10,11 @@ degenerate), the seconds from starting the node to its "estimator running in pro
 (process spawn, imports, building and warming the estimator) and from there to the report
 saying every window is done (reports come once a second); then the median and range.
 
-Also printed: the share of the bag's 20-ms slots (of event time, first to last event: 50 for
-the 1-s bag) whose span holds the stamp of an estimate the node published (a slot is filled
-once however many estimates it holds). With config/davis240c.yaml's 30,000-event windows
-(about 27 ms each here) at most 37 of 50 can be filled; ``--auto-windows`` starts the node
+Also printed: the share of the bag's event time (first to last event) within 10 ms of the
+stamp of an estimate the node published (``covered``: focus_ros.evaluation.timing.covered_share,
+1.0 when an estimate comes at least every 20 ms, the auto windows' output period). With
+config/davis240c.yaml's 30,000-event windows (about 27 ms each here) at most about 0.74 can be
+covered; ``--auto-windows`` starts the node
 with its default windows instead (auto: at most 20 ms), as ``ros2 run`` without that file
 would. ``--cold`` gives every run an empty NUMBA_CACHE_DIR of its own (node, estimator and
 replay compile as after an install); without it every run uses the environment's cache (set
@@ -51,16 +52,8 @@ def write_bag(folder: Path) -> tuple[Path, int, tuple[int, int]]:
     return path, len(recording.events) // 30000, (int(recording.events.t[0]), int(recording.events.t[-1]))
 
 
-#: the slots of event time an estimate fills (s)
-SLOT_S = 0.02
-
-
-def slots_filled(stamps_ns, first_ns: int, last_ns: int) -> tuple[int, int]:
-    """(slots holding the stamp of an estimate, slots in [first_ns, last_ns]): SLOT_S slots from
-    first_ns, the last one partial."""
-    slot_ns = int(SLOT_S * 1e9)
-    total = -(-(last_ns - first_ns + 1) // slot_ns)
-    return len({(t - first_ns) // slot_ns for t in stamps_ns if first_ns <= t <= last_ns}), total
+#: the period (s) within half of which an estimate covers the event time (the auto windows' output period)
+PERIOD_S = 0.02
 
 
 def run_once(bag: Path, windows: int, span_ns: tuple[int, int], folder: Path, domain: int, cold: bool,
@@ -127,8 +120,10 @@ def run_once(bag: Path, windows: int, span_ns: tuple[int, int], folder: Path, do
     running = re.search(r"\[(\d+\.\d+)\] \[angular_velocity_node\]: estimator running in process", text)
     ready_s = float(running.group(1)) - started_s if running else float("nan")
     estimated = int(result.get("windows_processed", 0)) + int(result.get("degenerate_windows", 0))
-    filled, slots = slots_filled([m.header.stamp.sec * 10**9 + m.header.stamp.nanosec for m in estimates], *span_ns)
-    return dict(windows=windows, slots=filled / slots, received=len(estimates),
+    from focus_ros.evaluation.timing import covered_share
+
+    stamps = [m.header.stamp.sec * 10**9 + m.header.stamp.nanosec for m in estimates]
+    return dict(windows=windows, covered=covered_share(stamps, *span_ns, int(PERIOD_S * 1e9)), received=len(estimates),
                 calibration=result.get("calibration_source", "none"),
                 completed=int(result.get("windows_completed", 0)),
                 dropped=int(result.get("windows_dropped", 0)), estimated=estimated, ready_s=ready_s,
@@ -147,7 +142,7 @@ def main(argv=None) -> int:
         folder = Path(folder)
         bag, windows, span_ns = write_bag(folder)
         print("| run | windows in the bag | completed by the node | dropped | estimated | estimates received | "
-              "20-ms slots filled | "
+              "covered | "
               "calibration | node start -> estimator ready (s) | ready -> caught up (s) |")
         print("|---|---|---|---|---|---|---|---|---|---|")
         rows = []
@@ -156,9 +151,9 @@ def main(argv=None) -> int:
                            auto_windows=options.auto_windows)
             rows.append(row)
             print(f"| {run + 1} | {row['windows']} | {row['completed']} | {row['dropped']} | {row['estimated']} | "
-                  f"{row['received']} | {row['slots']:.2f} | {row['calibration']} | {row['ready_s']:.2f} | "
+                  f"{row['received']} | {row['covered']:.2f} | {row['calibration']} | {row['ready_s']:.2f} | "
                   f"{row['caught_up_s']:.2f} |", flush=True)
-    for key in ("estimated", "slots", "ready_s", "caught_up_s"):
+    for key in ("estimated", "covered", "ready_s", "caught_up_s"):
         values = [row[key] for row in rows]
         print(f"{key}: median {statistics.median(values):.2f}, range {min(values):.2f}-{max(values):.2f}")
     print(subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())

@@ -16,7 +16,10 @@ listening to the results and sampling memory.
   back, counted as a 24-bit rollover, libcaer_cmp's time goes back).
 - Measured, per run: the share of 20-ms slots (of event time) whose span holds the stamp of
   an estimate, over each loop without its first 0.1 s (the cold start after a restart) and
-  last 0.05 s; the RMS error (deg/s, pooled over the axes, as ``focus-ros evaluate``) of those
+  last 0.05 s, and the share of that time within 10 ms (half the node's output period) of an
+  estimate's stamp (``covered``: ``focus_ros.evaluation.timing.covered_share``; the slots
+  depend on where the stamps fall against their edges, and a node at a stride of exactly 20 ms
+  fills or misses them by a microsecond); the RMS error (deg/s, pooled over the axes, as ``focus-ros evaluate``) of those
   estimates against the ground truth at their stamps; the node's latency (its /diagnostics
   ``latency_ms``: last input of a window received to its estimate published; median of the
   per-second medians); the age of each estimate on arrival (arrival - the time its stamp's
@@ -58,6 +61,8 @@ sys.path.insert(0, str(ROOT / "test"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_node import cpu_seconds, publish_when_due  # noqa: E402
+
+from focus_ros.evaluation.timing import covered_share  # noqa: E402
 
 MESSAGE_S = 1e-3  # the drivers' packet period
 SLOT_S = 0.02
@@ -256,12 +261,14 @@ def measure(run: SensorRun, recording, messages_path: Path, seconds: float, log_
     span_ns = int(events.t[-1]) // 1000 * 1000 - first_ns
     loop_starts = np.array(report["loop_starts"])
     filled, slots, errors_est, errors_truth, ages = set(), 0, [], [], []
+    loop_stamps = [[] for _ in range(report["loops"])]
     for arrival, stamp, omega in estimates:
         loop = max(int(np.searchsorted(loop_starts, arrival, side="right")) - 1, 0)
         local = stamp - first_ns - (loop * EVT3_ROLLOVER_NS if encoding == "evt3" else 0)
         if not (SKIP_START_S * 1e9 <= local < span_ns - SKIP_END_S * 1e9):
             continue
         filled.add((loop, int(local // (SLOT_S * 1e9))))
+        loop_stamps[loop].append(local)
         ages.append(arrival - (loop_starts[loop] + local * 1e-9))
         errors_est.append(omega)
         errors_truth.append([np.interp(local + first_ns, recording.imu.t, recording.imu.angular_velocity[:, axis])
@@ -270,6 +277,8 @@ def measure(run: SensorRun, recording, messages_path: Path, seconds: float, log_
     # instant kept (a partial last slot counts, as an estimate stamped in it does)
     per_loop = len(range(int(SKIP_START_S / SLOT_S), int(np.ceil((span_ns * 1e-9 - SKIP_END_S) / SLOT_S))))
     slots = per_loop * report["loops"]
+    kept_span = (int(SKIP_START_S * 1e9), int(span_ns - SKIP_END_S * 1e9))
+    covered = [covered_share(stamps, *kept_span, int(SLOT_S * 1e9)) for stamps in loop_stamps]
     statistics_ = (error_statistics(np.array(errors_est), np.array(errors_truth), run.peak_deg_s)
                    if errors_est else None)
 
@@ -285,7 +294,8 @@ def measure(run: SensorRun, recording, messages_path: Path, seconds: float, log_
 
     last = reports[-1] if reports else {}
     return dict(sensor=run.sensor, rate_mev_s=len(events) / (span_ns * 1e-9) / 1e6, loops=report["loops"],
-                slots=len(filled) / slots if slots else 0.0, estimates=len(estimates),
+                slots=len(filled) / slots if slots else 0.0, covered=statistics.mean(covered) if covered else 0.0,
+                estimates=len(estimates),
                 rms=statistics_.rms if statistics_ else float("nan"),
                 rms_percent=statistics_.rms_percent_of_peak if statistics_ else float("nan"),
                 p90=statistics_.p90_norm if statistics_ else float("nan"),
@@ -309,13 +319,13 @@ def measure(run: SensorRun, recording, messages_path: Path, seconds: float, log_
                 late_max_ms=report["late_max_ms"])
 
 
-HEADER = ("| sensor | Mev/s | loops | slots with an estimate | RMS deg/s (% of peak; p90 / max of |error|) | "
+HEADER = ("| sensor | Mev/s | loops | slots with an estimate | covered | RMS deg/s (% of peak; p90 / max of |error|) | "
           "latency ms (node) | "
           "estimate age ms | estimator ms/window (CPU ms) | CPU node / estimator | window ms | kept share | "
           "event budget | binning | withheld | dropped | RSS MiB first / max / last (at 1/4, 1/2, 3/4; node, "
           "estimator process) | publisher CPU, late ms median / max |\n"
-          "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-ROW = ("| {sensor} | {rate_mev_s:.1f} | {loops} | {slots:.3f} | "
+          "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+ROW = ("| {sensor} | {rate_mev_s:.1f} | {loops} | {slots:.3f} | {covered:.3f} | "
        "{rms:.2f} ({rms_percent:.2f} %; {p90:.1f} / {worst:.0f}) | "
        "{latency_ms:.1f} | "
        "{age_ms:.1f} | {estimator_ms:.1f} ({estimator_cpu_ms:.1f}) | {node_cpu:.0%} / {worker_cpu:.0%} | "
@@ -366,12 +376,12 @@ def main() -> int:
                 results.setdefault(sensor, []).append(result)
                 print(ROW.format(**result), flush=True)
     if args.runs > 1:
-        print("\n| sensor | runs | slots | RMS deg/s | latency ms | RSS max MiB |\n|---|---:|---:|---:|---:|---:|")
+        print("\n| sensor | runs | slots | covered | RMS deg/s | latency ms | RSS max MiB |\n|---|---:|---:|---:|---:|---:|---:|")
         for sensor, runs in results.items():
             def spread(key, digits=2):
                 values = [r[key] for r in runs]
                 return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
-            print(f"| {sensor} | {len(runs)} | {spread('slots', 3)} | {spread('rms')} | {spread('latency_ms', 1)} | "
+            print(f"| {sensor} | {len(runs)} | {spread('slots', 3)} | {spread('covered', 3)} | {spread('rms')} | {spread('latency_ms', 1)} | "
                   f"{spread('rss_max', 0)} |")
     print(f"uptime: {os.popen('uptime').read().strip()}")
     return 0

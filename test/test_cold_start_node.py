@@ -8,10 +8,10 @@ sends it (event_camera_msgs/EventPacket, evt3) with camera_info beside it at 30 
 
 What it guards (issue 30, "nothing lost while it compiles or starts"): events and camera_info
 that arrive while the node compiles are held and used once it can; none is skipped as if the
-node were falling behind (>= 0.9 of the recording's 20-ms slots hold an estimate), and the
-calibration parameters (the fallback, 1 px off in fx) neither stand in for a camera_info that
-came in time nor, when discovery was slower than the timeout, cost a window when camera_info
-replaces them. Two starts:
+node were falling behind (>= 0.9 of the recording's event time lies within half the node's output
+period, 10 ms, of an estimate's stamp: ``covered_share``), and the calibration parameters (the
+fallback, 1 px off in fx) neither stand in for a camera_info that came in time nor, when
+discovery was slower than the timeout, cost a window when camera_info replaces them. Two starts:
 
 1. an empty cache: the estimator (about 5 s) and the input compile side by side;
 2. the cache the first start left, less the event input's kernels (the decoders and the stream
@@ -20,8 +20,13 @@ replaces them. Two starts:
    kernels when subscribing and knew the messages queued meanwhile for a backlog, the burst
    they made reached a ready estimator as if the node were falling behind, and the live policy
    kept only the newest windows of it. On the code before that change this test failed in 8
-   of 9 runs: the first start in 4 (2 to 4 of 50 slots), the second in 4 of the 5 runs that
-   reached it (3 to 5 of 50).
+   of 9 runs: the first start in 4 (2 to 4 of 50 20-ms slots held an estimate), the second in 4
+   of the 5 runs that reached it (3 to 5 of 50).
+
+Counting those fixed slots failed a run that lost nothing (CI, a loaded machine: 44 of 50 slots,
+77 of 77 windows estimated): a slow estimator stretches the live stride to the output period,
+20 ms, the window centres lie on a 10-ms lattice from the first event, and stamps on the slots'
+edges fill or miss them by a microsecond. The covered share does not depend on that phase.
 
 depth_node: the 1.2-s slider bag played by ``focus-ros replay`` (another process, as ``ros2 bag
 play``) the moment the node starts, with the node's own parameters: every keyframe it cuts
@@ -46,11 +51,12 @@ from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy  # noqa: E402
 from sensor_msgs.msg import CameraInfo  # noqa: E402
 
 from focus_ros import codecs  # noqa: E402
+from focus_ros.evaluation.timing import covered_share  # noqa: E402
 from focus_ros.events import Events  # noqa: E402
 from ros_harness import node_session, spin_until  # noqa: E402
 
-#: the slots of event time an estimate fills (s), as benchmarks/bench_cold_start.py and bench_sensors.py count them
-SLOT_S = 0.02
+#: the node's output_period_s (s): auto windows come at least this often; covered_share's period
+OUTPUT_PERIOD_S = 0.02
 #: events per message (a 1-s recording: about 280 messages)
 MESSAGE_EVENTS = 4000
 #: camera_info period (s): a DAVIS driver sends one per frame
@@ -76,13 +82,6 @@ def camera_info_message(calibration) -> CameraInfo:
     message.r = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
     message.p = [calibration.fx, 0.0, calibration.cx, 0.0, 0.0, calibration.fy, calibration.cy, 0.0, 0.0, 0.0, 1.0, 0.0]
     return message
-
-
-def slots_filled(stamps_ns, first_ns: int, last_ns: int) -> tuple[int, int]:
-    """(SLOT_S slots of [first_ns, last_ns] holding the stamp of an estimate, slots in all)."""
-    slot_ns = int(SLOT_S * 1e9)
-    total = -(-(last_ns - first_ns + 1) // slot_ns)
-    return len({(t - first_ns) // slot_ns for t in stamps_ns if first_ns <= t <= last_ns}), total
 
 
 def remove_event_input_kernels(cache: Path) -> int:
@@ -154,22 +153,22 @@ class ColdStart:
         values = self.values()
         node.stop()
         assert spin_until(ros.executor, lambda: self.events_publisher.get_subscription_count() == 0, 20.0)
-        filled, slots = slots_filled([m.header.stamp.sec * 10**9 + m.header.stamp.nanosec for m in self.estimates],
-                                     int(self.events.t[0]), int(self.events.t[-1]))
+        stamps = [m.header.stamp.sec * 10**9 + m.header.stamp.nanosec for m in self.estimates]
+        covered = covered_share(stamps, int(self.events.t[0]), int(self.events.t[-1]), int(OUTPUT_PERIOD_S * 1e9))
         # the node's timeout starts after its imports: published before this, camera_info came in time
-        return dict(values=values, log=node.log(), filled=filled, slots=slots,
-                    stamps=[m.header.stamp.sec * 10**9 + m.header.stamp.nanosec for m in self.estimates],
+        return dict(values=values, log=node.log(), covered=covered,
+                    stamps=stamps,
                     in_time=started - node_started < 0.8 * CAMERA_INFO_TIMEOUT_S,
-                    summary=(f"{filled} of {slots} slots, {len(self.estimates)} estimates received, windows "
+                    summary=(f"{covered:.3f} of the event time covered, {len(self.estimates)} estimates received, windows "
                              f"completed {values.get('windows_completed')} dropped {values.get('windows_dropped')} "
                              f"processed {values.get('windows_processed')}"))
 
     def check(self, run: dict) -> None:
-        """The targets: >= 0.9 of the slots, at most 0.1 of the windows dropped, every message
+        """The targets: >= 0.9 of the event time covered, at most 0.1 of the windows dropped, every message
         used; the calibration from camera_info (the parameters only where no camera_info could
         have come within the timeout, then replaced)."""
         values, log = run["values"], run["log"]
-        assert run["filled"] >= 0.9 * run["slots"], (run["summary"], log)
+        assert run["covered"] >= 0.9, (run["summary"], log)
         assert int(values["windows_dropped"]) <= 0.1 * int(values["windows_completed"]), (run["summary"], log)
         assert int(values["messages_received"]) == len(self.messages) and int(values["malformed_messages"]) == 0
         assert values["calibration_source"] == "camera_info", values

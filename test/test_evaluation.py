@@ -181,6 +181,29 @@ def test_alignment_is_inconclusive_without_motion():
 # ---------------------------------------------------------------------------- windows and jobs
 
 
+def test_covered_share_is_the_time_near_an_estimate_wherever_the_stamps_fall():
+    """covered_share against counting, nanosecond by nanosecond, the instants within half a
+    period of a stamp; estimates one period apart cover it all whatever their phase, a skipped one
+    leaves a period's hole."""
+    from focus_ros.evaluation.timing import covered_share
+
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        first, last, period = 1000, 1000 + int(rng.integers(200, 2000)), 2 * int(rng.integers(3, 40))
+        stamps = rng.integers(first - 50, last + 50, size=int(rng.integers(0, 40)))
+        instants = np.arange(first, last)
+        near = np.zeros(len(instants), bool)  # each 1-ns instant by its middle (an even period: exact)
+        for stamp in stamps:
+            near |= np.abs(instants + 0.5 - stamp) <= period / 2
+        assert covered_share(stamps, first, last, period) == pytest.approx(near.mean(), abs=1e-12)
+    for phase in (0, 1, 7, 10, 19):  # every 20 ns from the first instant on, at any phase
+        stamps = np.arange(phase, 10_000, 20)
+        assert covered_share(stamps, 0, 10_000, 20) == pytest.approx(1.0, abs=20 / 10_000)
+        assert covered_share(np.delete(stamps, 200), 0, 10_000, 20) == pytest.approx(1 - 20 / 10_000, abs=20 / 10_000)
+    with pytest.raises(ValueError, match="first_ns < last_ns"):
+        covered_share([5], 10, 10, 20)
+
+
 def test_windows_are_consecutive_subsampled_and_limited():
     t_ns = np.arange(1000, dtype=np.int64) * 1000  # one event per µs
     windows = angular_velocity.build_windows(t_ns, 100)
