@@ -1,8 +1,10 @@
 """Ready from the first event? A bag played the moment angular_velocity_node starts.
 
 Each run starts the node as `ros2 run` does (its entry point, config/davis240c.yaml, the live
-queue policy "newest") and, at the same moment, `focus-ros replay BAG --rate 1` (playing as
-soon as the node has subscribed: --wait-for-subscribers 60) of a 1-s simulated rotation
+queue policy "newest") and, as soon as this script's subscription to its estimates has found
+the node, `focus-ros replay BAG --rate 1` (playing as soon as the node has subscribed:
+--wait-for-subscribers 60; before that wait, a discovery slower than the node's start lost every
+estimate to this script in some runs: 0 received of 70 published) of a 1-s simulated rotation
 (rotation_short, seed 5, DAVIS240C, 4,000-event messages, with camera_info; written once to a
 temporary folder). Printed per run: the windows in the bag, the windows the node completed (cut
 from the events it received), dropped and estimated (its /diagnostics; estimated = published +
@@ -74,12 +76,17 @@ def run_once(bag: Path, windows: int, span_ns: tuple[int, int], folder: Path, do
     executor.add_node(client)
     reports, estimates = [], []
     client.create_subscription(DiagnosticArray, "/diagnostics", reports.append, 10)
-    client.create_subscription(TwistStamped, "/angular_velocity", estimates.append, 1000)
+    estimate_subscription = client.create_subscription(TwistStamped, "/angular_velocity", estimates.append, 1000)
     log = open(folder / f"node_{domain}.log", "w")
     started_s = time.time()
     parameters = ([] if auto_windows else ["--params-file", str(REPOSITORY / "config" / "davis240c.yaml")])
     node = subprocess.Popen([str(BIN / "angular_velocity_node"), "--ros-args", *parameters, "-r", "events:=/dvs/events",
                              "-p", "qos_reliability:=reliable"], env=env, stdout=log, stderr=subprocess.STDOUT)
+    # the bag plays once this client receives the node's estimates: were discovery slower than the
+    # node's start (it can be, by seconds), every estimate would be published before anyone listened
+    deadline = time.monotonic() + 60.0
+    while estimate_subscription.get_publisher_count() == 0 and time.monotonic() < deadline:
+        executor.spin_once(timeout_sec=0.01)
     replay = subprocess.Popen([str(BIN / "focus-ros"), "replay", str(bag), "--rate", "1",
                                "--wait-for-subscribers", "60"],
                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
