@@ -30,8 +30,9 @@ keyframe's sigma (instead of FusedMap.points' rule: over sqrt(the estimates it a
 MAP_SIGMA_FACTOR). ``--scale``: every sigma times this (what another calibration factor would
 give); the line "scale for 68 %" says which factor would put 68.27 % of all the sequences' points
 (and map points) within 1 sigma. The calibration factors in focus_ros.depth.focus.SIGMA_* and
-focus_ros.depth.fusion.MAP_SIGMA_FACTOR were chosen on slider:0,six_dof:0; how:
-docs/evaluation/depth_sigma.md.
+focus_ros.depth.fusion.MAP_SIGMA_FACTOR were chosen on slider:0,six_dof:0 (how:
+docs/evaluation/depth_sigma.md); MAP_SIGMA_FACTOR was refitted since on the depth set's tune half
+(``focus-ros evaluate-depth --set tune``; docs/evaluation/depth_set.md).
 """
 
 from __future__ import annotations

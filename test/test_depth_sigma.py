@@ -1,7 +1,8 @@
 """Per-point depth uncertainty (issue 33, item 3): the peak width of the focus kernel against a
 reference formula on synthetic focus curves, the sigma formula and its conversion to metres, the
-fused map's sigma, the PointCloud2 field and the PLY property round trips, and the calibration on a
-short simulated sequence that was not tuned on."""
+fused map's sigma, the PointCloud2 field and the PLY property round trips, and the calibration on
+simulated sequences that were not tuned on (the keyframes' points on a short slider, the map's on a
+sequence of the depth set's report half)."""
 
 from __future__ import annotations
 
@@ -163,11 +164,12 @@ def test_point_cloud_depth_sigma_field_round_trips():
 
 
 def test_sigma_is_calibrated_on_a_short_slider_sequence_not_tuned_on(monkeypatch):
-    """The slider, 1.2 s, seed 5 (the calibration was chosen on seed 0, 3 s), through `focus-ros
-    depth`'s loop (focus_ros.evaluation.depth_set): the share of the true depths within 1 sigma,
-    for the published points and the fused map, lies within 0.5-0.82. The band: the shares
-    measured on the sequences not tuned on (docs/evaluation/depth_sigma.md) range over
-    0.50-0.77; sigma twice too large or half as large (every factor scaled) leaves it."""
+    """The keyframes' published points on the slider, 1.2 s, seed 5 (their sigma was chosen on seed
+    0, 3 s), through `focus-ros depth`'s loop (focus_ros.evaluation.depth_set): the share of the
+    true depths within 1 sigma lies within 0.5-0.82. The band: the shares measured on the sequences
+    not tuned on (docs/evaluation/depth_sigma.md) range over 0.50-0.77; sigma twice too large or half
+    as large (every factor scaled) leaves it. (The fused map's sigma is chosen on the depth set, where
+    its errors are larger: on this slider it is conservative, 0.86 within 1 sigma.)"""
     from focus_ros.depth import focus
     from focus_ros.evaluation.depth_set import evaluate_recording
     from focus_ros.sources.simulator import simulate_preset
@@ -175,12 +177,36 @@ def test_sigma_is_calibrated_on_a_short_slider_sequence_not_tuned_on(monkeypatch
     recording = simulate_preset("slider", 1.2, seed=5)
     result = evaluate_recording(recording, "slider:5")
     assert result.points > 5000 and result.map_points > 5000
-    for share in (result.points_within_1_sigma, result.map_within_1_sigma):
-        assert 0.5 <= share <= 0.82, result
+    assert 0.5 <= result.points_within_1_sigma <= 0.82, result
+    assert result.map_within_1_sigma >= 0.6827, result  # never overconfident where the errors are small
     for scale in (2.0, 0.5):  # the same sequence with every sigma scaled: out of the band
         for name in ("SIGMA_CURVE", "SIGMA_POSE_BATCH", "SIGMA_FLOOR_PLANES"):
             monkeypatch.setattr(focus, name, getattr(focus, name) * scale)
         scaled = evaluate_recording(recording, "slider:5")
         assert not 0.5 <= scaled.points_within_1_sigma <= 0.82, (scale, scaled)
-        assert not 0.5 <= scaled.map_within_1_sigma <= 0.82, (scale, scaled)
         monkeypatch.undo()
+
+
+def test_map_sigma_is_calibrated_on_a_depth_set_sequence_not_tuned_on(monkeypatch):
+    """The fused map's sigma (MAP_SIGMA_FACTOR, chosen on the depth set's tune half) on the report
+    half's near_lateral_b, 3 s as in the set: 0.60-0.75 of the map's true depths within 1 sigma
+    (issue 33's band). The factor the presets gave before (half of it, the bound on sigma halved
+    with it so that the same points are published) left 0.54 there, twice it leaves above the band.
+    Most of the set is not in the band yet (docs/evaluation/depth_set.md): this sequence guards the
+    scale, not the spread."""
+    from focus_ros.depth import fusion
+    from focus_ros.evaluation.depth_set import evaluate_sequence
+    from focus_ros.pipelines.depth import DepthPipelineSettings
+    from focus_ros.sources.depth_set import depth_sequences, simulate
+
+    sequence = next(s for s in depth_sequences("report") if s.name == "near_lateral_b")
+    recording = simulate(sequence)
+    results = {}
+    for scale in (1.0, 0.5, 2.0):
+        monkeypatch.setattr(fusion, "MAP_SIGMA_FACTOR", MAP_SIGMA_FACTOR * scale)
+        settings = DepthPipelineSettings(map_max_points=100_000_000,
+                                         map_max_relative_sigma=fusion.MAP_MAX_RELATIVE_SIGMA * scale)
+        results[scale] = evaluate_sequence(sequence, recording, pipeline_settings=settings)
+    assert results[1.0].map_points > 20_000 and results[0.5].map_points == results[1.0].map_points
+    assert 0.60 <= results[1.0].map_within_1_sigma <= 0.75, results[1.0]
+    assert results[0.5].map_within_1_sigma < 0.60 and results[2.0].map_within_1_sigma > 0.75, results
