@@ -4,8 +4,6 @@ back) said once, counted, survived."""
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -24,7 +22,7 @@ from focus_ros.ros import depth_messages  # noqa: E402
 from focus_ros.ros.messages import time_from_ns  # noqa: E402
 from ros_harness import node_session, spin_until  # noqa: E402
 from test_depth_node import (BY_EVENTS, E2E_KEYFRAME_EVENTS, PARAMS_FILE, events_between, last_values,  # noqa: E402
-                             pose_message, publish_events, publish_poses, slider_recording)
+                             prime_pose_topic, publish_events, publish_poses, slider_recording)
 
 #: how the camera sits on the rig: 90 deg about z, then 10 deg about x, 8 cm off (rig_from_camera)
 RIG_FROM_CAMERA = pose_matrix(
@@ -86,30 +84,6 @@ def publish_rig_poses(ros, publisher, recording, t_first_ns, t_last_ns, every=5,
             ros.spin(0.001)
 
 
-def prime_pose_topic(ros, publisher, recording, before_ns: int, node_name: str, timeout_s: float = 30.0) -> None:
-    """Publish the recording's first pose, stamped a second before ``before_ns`` and a millisecond
-    later each time, until ``node_name``'s /diagnostics count a pose received. The node subscribes
-    to poses best effort (as mocap publishes them), and Fast DDS matches the two ends one after the
-    other: a sample sent after the publisher has matched the node but before the node has matched
-    the publisher is dropped. Under load that lost the first poses of the burst, so the events
-    before the first pose received were not used and the first keyframe started a few ms later
-    than the TF node's (CI: stamps 10.2011 s against 10.1979 s). The primer lies before every
-    event, so the clouds are as without it."""
-    poses = recording.poses
-    stamp_ns = before_ns - 1_000_000_000
-
-    def received() -> bool:
-        return any(int(kv.value) > 0 for report in ros.reports for status in report.status
-                   if status.name.startswith(f"{node_name}:") for kv in status.values if kv.key == "poses_received")
-
-    deadline = time.monotonic() + timeout_s
-    while not received():
-        assert time.monotonic() < deadline, f"{node_name} received none of the primer poses in {timeout_s} s"
-        publisher.publish(pose_message(stamp_ns, poses.position[0], poses.orientation[0]))
-        stamp_ns += 1_000_000
-        ros.spin(0.25)
-
-
 def test_poses_from_tf_give_the_clouds_of_the_pose_topic(ros, slider):
     """Two depth nodes on the same events: one takes PoseStamped camera poses, the other (pose
     source auto, nothing on its pose topic) a dynamic world -> rig at 200 Hz and a static rig ->
@@ -128,7 +102,7 @@ def test_poses_from_tf_give_the_clouds_of_the_pose_topic(ros, slider):
     tf_out = ros.publisher(TFMessage, "/tf", 1000)
     static_out = publish_static(ros)  # noqa: F841 - kept alive for transient local
     t0 = int(slider.events.t[0])
-    prime_pose_topic(ros, poses_out, slider, t0 - 5_000_000, "depth_topic")
+    prime_pose_topic(ros, poses_out, slider, t0 - 5_000_000, ["depth_topic"])
     publish_poses(ros, poses_out, slider, t0 - 5_000_000, t0 + 1_000_000_000)
     publish_rig_poses(ros, tf_out, slider, t0 - 5_000_000, t0 + 1_000_000_000)
     publish_events(ros, events_out, events_between(slider, t0, t0 + 950_000_000))
