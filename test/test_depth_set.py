@@ -69,3 +69,18 @@ def test_evaluate_depth_set_writes_a_row_per_sequence_and_the_distribution(tmp_p
     assert main(["evaluate-depth", "--set", "report", "--duration", "0.6", "-o", str(tmp_path), "--quiet"]) == 0
     import json
     assert len(json.loads((tmp_path / "grid_run.json").read_text())["skipped"]) == len(report)
+
+
+def test_the_sigma_scale_is_the_factor_that_puts_68_percent_within_1_sigma():
+    """map_sigma_scale's rule: for errors drawn with a standard deviation twice the sigma given, it
+    says 2 (a normal distribution's 68.27 % lie within 1 standard deviation); sigma times the scale
+    it reports holds 68.3 % of the errors within 1 sigma; NaN ratios are left out."""
+    from focus_ros.evaluation.depth_set import _one_sigma_scale
+
+    rng = np.random.default_rng(5)
+    errors = np.abs(rng.normal(0.0, 2.0, 200_000))
+    sigma = np.ones_like(errors)
+    assert _one_sigma_scale(errors / sigma) == pytest.approx(2.0, rel=0.01)
+    scale = _one_sigma_scale(np.append(errors / sigma, [np.nan, np.inf]))
+    assert np.mean(errors <= scale * sigma) == pytest.approx(0.6827, abs=0.002)
+    assert np.isnan(_one_sigma_scale(np.array([np.nan])))
