@@ -16,11 +16,11 @@ Also printed: the share of the bag's event time (first to last event) within 10 
 stamp of an estimate the node published (``covered``: focus_ros.evaluation.timing.covered_share,
 1.0 when an estimate comes at least every 20 ms, the auto windows' output period). With
 config/davis240c.yaml's 30,000-event windows (about 27 ms each here) at most about 0.74 can be
-covered; ``--auto-windows`` starts the node
-with its default windows instead (auto: at most 20 ms), as ``ros2 run`` without that file
-would. ``--cold`` gives every run an empty NUMBA_CACHE_DIR of its own (node, estimator and
-replay compile as after an install); without it every run uses the environment's cache (set
-NUMBA_CACHE_DIR to an empty folder yourself and only the first run is cold).
+covered; ``--auto-windows`` starts the node with its default windows instead (auto: at most
+20 ms), as ``ros2 run`` without that file would. ``--cold`` gives every run an empty
+NUMBA_CACHE_DIR of its own (node, estimator and replay compile as after an install); without it
+every run uses the environment's cache (set NUMBA_CACHE_DIR to an empty folder yourself and only
+the first run is cold).
 
     .venv/bin/python benchmarks/bench_cold_start.py --runs 5
     .venv/bin/python benchmarks/bench_cold_start.py --runs 3 --cold --auto-windows
@@ -130,7 +130,8 @@ def run_once(bag: Path, windows: int, span_ns: tuple[int, int], folder: Path, do
     from focus_ros.evaluation.timing import covered_share
 
     stamps = [m.header.stamp.sec * 10**9 + m.header.stamp.nanosec for m in estimates]
-    return dict(windows=windows, covered=covered_share(stamps, *span_ns, int(PERIOD_S * 1e9)), received=len(estimates),
+    return dict(windows=windows, covered=covered_share(stamps, *span_ns, int(PERIOD_S * 1e9)),
+                received=len(estimates),
                 calibration=result.get("calibration_source", "none"),
                 completed=int(result.get("windows_completed", 0)),
                 dropped=int(result.get("windows_dropped", 0)), estimated=estimated, ready_s=ready_s,

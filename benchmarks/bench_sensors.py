@@ -19,12 +19,12 @@ listening to the results and sampling memory.
   last 0.05 s, and the share of that time within 10 ms (half the node's output period) of an
   estimate's stamp (``covered``: ``focus_ros.evaluation.timing.covered_share``; the slots
   depend on where the stamps fall against their edges, and a node at a stride of exactly 20 ms
-  fills or misses them by a microsecond); the RMS error (deg/s, pooled over the axes, as ``focus-ros evaluate``) of those
-  estimates against the ground truth at their stamps; the node's latency (its /diagnostics
-  ``latency_ms``: last input of a window received to its estimate published; median of the
-  per-second medians); the age of each estimate on arrival (arrival - the time its stamp's
-  events were published: the latency plus half a window); the kept share and window the
-  node reports; the RSS of the node plus its estimator process (MiB, sampled every second:
+  fills or misses them by a microsecond); the RMS error (deg/s, pooled over the axes, as
+  ``focus-ros evaluate``) of those estimates against the ground truth at their stamps; the
+  node's latency (its /diagnostics ``latency_ms``: last input of a window received to its
+  estimate published; median of the per-second medians); the age of each estimate on arrival
+  (arrival - the time its stamp's events were published: the latency plus half a window); the
+  kept share and window the node reports; the RSS of the node plus its estimator process (MiB, sampled every second:
   first, max, last) and the publisher's lateness and CPU.
 - This script also subscribes to ``imu``, as a filter fusing the estimates would, so the node
   computes each window's covariance; ``--no-imu`` leaves only ``angular_velocity`` subscribed
@@ -379,13 +379,14 @@ def main() -> int:
                 results.setdefault(sensor, []).append(result)
                 print(ROW.format(**result), flush=True)
     if args.runs > 1:
-        print("\n| sensor | runs | slots | covered | RMS deg/s | latency ms | RSS max MiB |\n|---|---:|---:|---:|---:|---:|---:|")
+        print("\n| sensor | runs | slots | covered | RMS deg/s | latency ms | RSS max MiB |\n"
+              "|---|---:|---:|---:|---:|---:|---:|")
         for sensor, runs in results.items():
             def spread(key, digits=2):
                 values = [r[key] for r in runs]
                 return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
-            print(f"| {sensor} | {len(runs)} | {spread('slots', 3)} | {spread('covered', 3)} | {spread('rms')} | {spread('latency_ms', 1)} | "
-                  f"{spread('rss_max', 0)} |")
+            print(f"| {sensor} | {len(runs)} | {spread('slots', 3)} | {spread('covered', 3)} | {spread('rms')} | "
+                  f"{spread('latency_ms', 1)} | {spread('rss_max', 0)} |")
     print(f"uptime: {os.popen('uptime').read().strip()}")
     return 0
 

@@ -156,12 +156,11 @@ class ColdStart:
         stamps = [m.header.stamp.sec * 10**9 + m.header.stamp.nanosec for m in self.estimates]
         covered = covered_share(stamps, int(self.events.t[0]), int(self.events.t[-1]), int(OUTPUT_PERIOD_S * 1e9))
         # the node's timeout starts after its imports: published before this, camera_info came in time
-        return dict(values=values, log=node.log(), covered=covered,
-                    stamps=stamps,
+        return dict(values=values, log=node.log(), covered=covered, stamps=stamps,
                     in_time=started - node_started < 0.8 * CAMERA_INFO_TIMEOUT_S,
-                    summary=(f"{covered:.3f} of the event time covered, {len(self.estimates)} estimates received, windows "
-                             f"completed {values.get('windows_completed')} dropped {values.get('windows_dropped')} "
-                             f"processed {values.get('windows_processed')}"))
+                    summary=(f"{covered:.3f} of the event time covered, {len(self.estimates)} estimates received, "
+                             f"windows completed {values.get('windows_completed')} dropped "
+                             f"{values.get('windows_dropped')} processed {values.get('windows_processed')}"))
 
     def check(self, run: dict) -> None:
         """The targets: >= 0.9 of the event time covered, at most 0.1 of the windows dropped, every message

@@ -282,7 +282,7 @@ def test_a_keyframes_depth_sets_where_the_next_ends_and_enters_the_map(calibrati
     pipeline.map.max_relative_sigma = bound
     bounded, _, sigma = pipeline.map.points(with_sigma=True)
     distance = np.linalg.norm(keyframe.map_points_world - keyframe.world_from_camera[:3, 3], axis=1)
-    certain = keyframe.map_point_sigma_m * MAP_SIGMA_FACTOR <= bound * distance  # a lone keyframe's: its own x MAP_SIGMA_FACTOR
+    certain = keyframe.map_point_sigma_m * MAP_SIGMA_FACTOR <= bound * distance  # a lone keyframe's: its own, widened
     assert 0 < len(bounded) == np.count_nonzero(certain) < len(points)
     assert np.all(sigma <= bound * np.linalg.norm(bounded - keyframe.world_from_camera[:3, 3], axis=1) + 1e-6)
 

@@ -29,8 +29,8 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from dataclasses import dataclass
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
