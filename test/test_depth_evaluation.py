@@ -92,6 +92,36 @@ def test_a_depth_step_is_flagged_and_compared_with_the_nearer_side():
     assert np.array_equal(distance[:3] == 0, [True, True, True])
 
 
+def test_a_map_point_is_judged_in_its_own_keyframes_view_not_where_a_nearer_surface_hides_it():
+    """A panel at z = 1 m (world x <= 0.1 m) before a wall at z = 4 m; keyframe 0 at x = 0 sees the
+    wall point (0.2, 0, 4) behind the panel (its pixel 130 is the panel's), keyframe 1 at x = 0.5 m
+    sees it (pixel 105, the wall). Judged in the first view that sees it the exact point is 300 %
+    off (the panel's depth); in its own keyframe's view, 0. A point 2 % too far stays 2 % off."""
+    from focus_ros.evaluation.depth import map_relative_errors
+    from focus_ros.poses import Trajectory
+    from focus_ros.sources.depth_maps import DepthGroundTruth
+    from focus_ros.sources.recording import Poses
+
+    calibration = Calibration(240, 180, 200.0, 200.0, 120.0, 90.0)
+    camera_x_m = (0.0, 0.5)
+    columns = np.arange(240)
+    maps = []
+    for x_m in camera_x_m:  # depth along the optical axis per pixel of a camera at (x_m, 0, 0)
+        on_panel = x_m + (columns - calibration.cx) / calibration.fx * 1.0 <= 0.1
+        maps.append(np.tile(np.where(on_panel, 1.0, 4.0), (180, 1)).astype(np.float32))
+    stamps = [0, 1_000_000_000]
+    truth = DepthGroundTruth(np.array(stamps), np.stack(maps))
+    trajectory = Trajectory.from_poses(Poses(np.array(stamps), np.array([[x, 0.0, 0.0] for x in camera_x_m]),
+                                             np.tile([0.0, 0.0, 0.0, 1.0], (2, 1))))
+    points = np.array([[0.2, 0.0, 4.0], [0.2, 0.0, 4.08]])
+    first_view = map_relative_errors(points, stamps, truth, trajectory, calibration)
+    own_view = map_relative_errors(points, stamps, truth, trajectory, calibration, point_views=np.array([1, 1]))
+    assert first_view == pytest.approx([3.0, 3.08])
+    assert own_view == pytest.approx([0.0, 0.02])
+    with pytest.raises(ValueError, match="point views"):
+        map_relative_errors(points, stamps, truth, trajectory, calibration, point_views=np.array([1]))
+
+
 def test_error_statistics_follow_their_definitions():
     errors = np.array([0.001, 0.01, 0.04, 0.05, 0.07, 0.2, np.nan])
     distance = np.array([0.0, 5.0, 1.0, 9.0, 4.0, 2.0, 3.0])

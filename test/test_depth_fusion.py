@@ -123,6 +123,28 @@ def test_the_map_stays_within_its_bound_over_a_long_run_keeping_the_newest():
     newest = fused.points()[0]
     # 5000 points: the last 7 keyframes (4830) and 170 of keyframe 142, whose wall spans x = 1420 ± 1.2 m
     assert len(newest) == 5000 and newest[:, 0].min() > 1420.0 - 1.2 - 1e-3
+    # each point's keyframe, counted from the first one added (the dropped keyframes keep their numbers)
+    assert np.array_equal(fused.point_keyframes(), np.repeat(np.arange(142, 150), [170] + [690] * 7))
+
+
+def test_each_published_point_names_the_keyframe_it_was_estimated_in():
+    """Two keyframes on one wall: every published point is its own keyframe's (numbered in the order
+    they were added), in the order and number of the points published, sigma bound included."""
+    rng = np.random.default_rng(6)
+    first, second = _pose([0.0, 0.0, 0.0]), _pose([0.1, 0.0, 0.0])
+    fused = FusedMap(depth_tolerance=0.015, min_keyframes=2, max_relative_sigma=0.01)
+    own = [_wall_seen_from(pose, 2.0, rng, noise=0.002) for pose in (first, second)]
+    sigma = [np.where(np.arange(len(points)) % 3 == 0, 1.0, 0.001).astype(np.float32) for points in own]
+    for points, pose, point_sigma in zip(own, (first, second), sigma):
+        fused.add(points, pose, PIXEL_RAD, point_sigma)
+    published, _ = fused.points()
+    keyframes = fused.point_keyframes()
+    assert len(keyframes) == len(published) > 0.5 * len(fused) and set(keyframes.tolist()) == {0, 1}
+    for number, pose in enumerate((first, second)):  # on its own keyframe's rays: x / z from that camera
+        mine = published[keyframes == number] - pose[:3, 3]
+        rays = own[number][sigma[number] < 1] - pose[:3, 3]
+        assert len(mine) <= len(rays)
+        assert np.isin(np.round(mine[:, 0] / mine[:, 2] * FX, 3), np.round(rays[:, 0] / rays[:, 2] * FX, 3)).all()
 
 
 def test_bad_settings_are_refused():

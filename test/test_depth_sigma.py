@@ -189,17 +189,17 @@ def test_sigma_is_calibrated_on_a_short_slider_sequence_not_tuned_on(monkeypatch
 
 def test_map_sigma_is_calibrated_on_a_depth_set_sequence_not_tuned_on(monkeypatch):
     """The fused map's sigma (MAP_SIGMA_FACTOR, chosen on the depth set's tune half) on the report
-    half's near_lateral_b, 3 s as in the set: 0.60-0.75 of the map's true depths within 1 sigma
-    (issue 33's band). The factor the presets gave before (half of it, the bound on sigma halved
-    with it so that the same points are published) left 0.54 there, twice it leaves above the band.
-    Most of the set is not in the band yet (docs/evaluation/depth_set.md): this sequence guards the
-    scale, not the spread."""
+    half's handheld_near_b (hand-held 6-DoF, 3 s as in the set): 0.60-0.75 of the map's true depths
+    within 1 sigma (issue 33's band). Half the factor (the bound on sigma halved with it, so that the
+    same points are published) leaves it below the band, twice the factor above. Most of the set is
+    not in the band yet (docs/evaluation/depth_set.md): this sequence guards the scale, not the
+    spread."""
     from focus_ros.depth import fusion
     from focus_ros.evaluation.depth_set import evaluate_sequence
     from focus_ros.pipelines.depth import DepthPipelineSettings
     from focus_ros.sources.depth_set import depth_sequences, simulate
 
-    sequence = next(s for s in depth_sequences("report") if s.name == "near_lateral_b")
+    sequence = next(s for s in depth_sequences("report") if s.name == "handheld_near_b")
     recording = simulate(sequence)
     results = {}
     for scale in (1.0, 0.5, 2.0):
@@ -207,6 +207,6 @@ def test_map_sigma_is_calibrated_on_a_depth_set_sequence_not_tuned_on(monkeypatc
         settings = DepthPipelineSettings(map_max_points=100_000_000,
                                          map_max_relative_sigma=fusion.MAP_MAX_RELATIVE_SIGMA * scale)
         results[scale] = evaluate_sequence(sequence, recording, pipeline_settings=settings)
-    assert results[1.0].map_points > 20_000 and results[0.5].map_points == results[1.0].map_points
+    assert results[1.0].map_points > 10_000 and results[0.5].map_points == results[1.0].map_points
     assert 0.60 <= results[1.0].map_within_1_sigma <= 0.75, results[1.0]
     assert results[0.5].map_within_1_sigma < 0.60 and results[2.0].map_within_1_sigma > 0.75, results

@@ -240,7 +240,7 @@ def _run_set(args) -> int:
             f"`focus-ros depth`'s loop and settings ({selection_description(depth)}; the map's points with "
             f"sigma <= {100 * pipeline_settings.map_max_relative_sigma:g} % of the depth); errors "
             "|Z - Z_true| / Z_true "
-            "of the fused map's points, each judged in the first keyframe view that sees it with ground truth\n\n"
+            "of the fused map's points, each judged in its own keyframe's view (where its depth was estimated)\n\n"
             + markdown_table(results))
     (output / "depth_set.md").write_text(text)
     write_csv(results, output / "depth_set.csv")

@@ -45,18 +45,19 @@ _NEIGHBOUR_KEYS = np.array([(dx << (2 * _BITS)) + (dy << _BITS) + dz
 MAP_DEPTH_TOLERANCE = 0.02
 MAP_MIN_KEYFRAMES = 2
 #: the published points' bound on sigma / depth, chosen on the tune half of the depth set
-#: (focus_ros/sources/depth_set.py; EVALUATION.md, "Depth over the evaluation set"): 0.015 with the
-#: factor below at 1.16, the same points with it at 2.32
-MAP_MAX_RELATIVE_SIGMA = 0.03
+#: (focus_ros/sources/depth_set.py; docs/evaluation/depth_set.md, "Each point judged in its own
+#: keyframe's view"): 0.033 with the factor below at 2.08 (0.0159 of the sigma before the factor)
+MAP_MAX_RELATIVE_SIGMA = 0.033
 MAP_MAX_POINTS = 300_000
 #: a published point's depth sigma: its own keyframe's over sqrt(the estimates it averages, its own and one
 #: per comparison that found other keyframes' points around it), as for independent errors, times this: the
 #: keyframes' errors on one surface are partly shared, and the map's points keep errors their keyframes'
 #: focus does not see (occlusion edges, a pose's error shared by a keyframe's points). 1.16 made about 68 % of
 #: the true depths lie within 1 sigma on the three presets it was fitted on (docs/evaluation/depth_sigma.md);
-#: on the depth set's tune half, the map's sigma needed 1.32-3.25x for that, 2.00x on the median sequence
-#: (``focus-ros evaluate-depth --set tune``'s "map sigma x for 68 %"): 1.16 x 2.00
-MAP_SIGMA_FACTOR = 2.32
+#: on the depth set's tune half (each point judged in its own keyframe's view, the bound above), the factor
+#: that puts 68.3 % within 1 sigma is 2.08 on the median sequence (``focus-ros evaluate-depth --set tune``'s
+#: "map sigma x for 68 %", 1.00 with it)
+MAP_SIGMA_FACTOR = 2.08
 #: nearest depth a point may have in a keyframe's view to be compared (m); nearer ones (and
 #: points behind the camera) are not compared in that view
 _MIN_DEPTH_M = 1e-3
@@ -140,6 +141,7 @@ class FusedMap:
         self.points_world = np.empty((0, 3), np.float32)  # every point held, as estimated (m)
         self.origins = np.empty((0, 3), np.float32)       # its keyframe's camera position (m)
         self.own_bit = np.empty(0, np.uint64)               # bit of the keyframe that made each point
+        self.keyframe_number = np.empty(0, np.int64)        # that keyframe's number (0: the first one added)
         self.agreed_by = np.empty(0, np.uint64)             # bits of the keyframes that agree (own included)
         self.shift = np.empty(0, np.float64)                # sum over the comparisons: others' mean ln z - own
         self.shifts = np.empty(0, np.int64)                 # how many comparisons found others around it
@@ -197,6 +199,7 @@ class FusedMap:
         self.points_world = np.concatenate([self.points_world, points])
         self.origins = np.concatenate([self.origins, np.repeat(position[None].astype(np.float32), len(points), 0)])
         self.own_bit = np.concatenate([self.own_bit, np.full(len(points), bit, np.uint64)])
+        self.keyframe_number = np.concatenate([self.keyframe_number, np.full(len(points), self.keyframes - 1)])
         self.agreed_by = np.concatenate([self.agreed_by, agreed])
         self.shift = np.concatenate([self.shift, shift])
         self.shifts = np.concatenate([self.shifts, shifts])
@@ -215,8 +218,21 @@ class FusedMap:
         the depth as the point moved along its ray (the same relative uncertainty), over the square
         root of the estimates averaged into it (1 + the comparisons that found others around it),
         times :data:`MAP_SIGMA_FACTOR`; NaN where its keyframe gave none."""
-        support = self.support()
-        kept = np.flatnonzero(support >= self.min_keyframes)
+        kept, points, sigma = self._published()
+        published = (points.astype(np.float32), self.support()[kept].astype(np.float32))
+        return published + (sigma.astype(np.float32),) if with_sigma else published
+
+    def point_keyframes(self) -> np.ndarray:
+        """The number of the keyframe that made each point :meth:`points` returns (N,) int64, in
+        the order :meth:`add` took them (0: the first): the view the point's depth was estimated
+        in, where it is judged against ground truth (a later keyframe's view may have it behind
+        an occluding surface)."""
+        return self.keyframe_number[self._published()[0]]
+
+    def _published(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(indices of the points held that are published, their positions (m, float64), their
+        sigma (m)): :meth:`points`' rule."""
+        kept = np.flatnonzero(self.support() >= self.min_keyframes)
         origins = self.origins[kept].astype(np.float64)
         scale = np.exp(self.shift[kept] / (1 + self.shifts[kept]))
         points = origins + (self.points_world[kept] - origins) * scale[:, None]
@@ -225,13 +241,13 @@ class FusedMap:
             with np.errstate(invalid="ignore"):
                 certain = ~(sigma > self.max_relative_sigma * np.linalg.norm(points - origins, axis=1))
             kept, points, sigma = kept[certain], points[certain], sigma[certain]
-        published = (points.astype(np.float32), support[kept].astype(np.float32))
-        return published + (sigma.astype(np.float32),) if with_sigma else published
+        return kept, points, sigma
 
     def _bound(self) -> None:
         """Drop the points of the oldest keyframes beyond max_points (the points are held in
         the order their keyframes came)."""
         excess = len(self.points_world) - self.max_points
         if excess > 0:
-            for name in ("points_world", "origins", "own_bit", "agreed_by", "shift", "shifts", "sigma_m"):
+            for name in ("points_world", "origins", "own_bit", "keyframe_number", "agreed_by", "shift", "shifts",
+                         "sigma_m"):
                 setattr(self, name, getattr(self, name)[excess:])

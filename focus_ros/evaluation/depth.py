@@ -570,14 +570,30 @@ def cloud_relative_errors(points_world: np.ndarray, t_ref_ns: int, ground_truth,
 
 
 def map_relative_errors(points_world: np.ndarray, keyframe_stamps_ns, ground_truth, trajectory,
-                        calibration: Calibration, with_depths: bool = False):
+                        calibration: Calibration, with_depths: bool = False, point_views: np.ndarray | None = None):
     """Relative depth error of each point of a fused map (world frame, M x 3 m), judged as
-    :func:`cloud_relative_errors` judges a keyframe's cloud, in the first keyframe's view (of
-    ``keyframe_stamps_ns``, the keyframes' reference times in order) that sees it with ground
-    truth: a map point carries no keyframe of its own. NaN where no keyframe's view has it.
-    ``with_depths``: also each point's Z (m) in the view that judged it (NaN: none)."""
+    :func:`cloud_relative_errors` judges a keyframe's cloud.
+
+    ``point_views`` (M,) int: each point's own keyframe, an index into ``keyframe_stamps_ns``
+    (the reference times of the keyframes added to the map, in order;
+    :meth:`~focus_ros.depth.fusion.FusedMap.point_keyframes`): each point is judged in the view its
+    depth was estimated in. Without it (a map read from a topic or a file carries no keyframe),
+    in the first keyframe's view that sees it with ground truth; there a point that this view has
+    behind a nearer surface (a wall seen past a panel's edge from a later keyframe) is judged
+    against that surface's depth, so the errors are pessimistic in an occluded scene.
+    NaN where no view has it. ``with_depths``: also each point's Z (m) in the view that judged it
+    (NaN: none)."""
     errors = np.full(len(points_world), np.nan)
     depths = np.full(len(points_world), np.nan)
+    if point_views is not None:
+        point_views = np.asarray(point_views)
+        if point_views.shape != (len(points_world),):
+            raise ValueError(f"{point_views.shape} point views for {len(points_world)} map points")
+        for view in np.unique(point_views):
+            own = np.flatnonzero(point_views == view)
+            errors[own], depths[own] = cloud_relative_errors(points_world[own], keyframe_stamps_ns[int(view)],
+                                                             ground_truth, trajectory, calibration, with_depths=True)
+        return (errors, depths) if with_depths else errors
     for stamp in keyframe_stamps_ns:
         missing = np.flatnonzero(np.isnan(errors))
         if not len(missing):

@@ -4,8 +4,8 @@ depth maps, and the distribution over the set.
 
 Per sequence (:func:`evaluate_sequence`): keyframes, points of all keyframes and of the fused map
 (and the map's points per 3 s: density), the map's median relative depth error |Z - Z_true| / Z_true
-and share within 5 % (each map point judged in the first keyframe view that sees it with ground
-truth, :func:`focus_ros.evaluation.depth.map_relative_errors`), the same for all keyframes'
+and share within 5 % (each map point judged in its own keyframe's view, the one its depth was
+estimated in: :func:`focus_ros.evaluation.depth.map_relative_errors`), the same for all keyframes'
 points, the share of the true depths within 1 sigma of the points' depth standard deviations
 (keyframes' and map's: their calibration) and the factor the map's sigma would need for 68.3 %
 of them to lie within 1 sigma (``map_sigma_scale``: the 68.3rd percentile of |Z - Z_true| /
@@ -154,8 +154,9 @@ def evaluate_recording(recording: Recording, name: str, half: str = "", descript
             on_keyframe()
     seconds = time.perf_counter() - started
     map_points, _, map_sigma = pipeline.map.points(with_sigma=True)
-    map_errors, map_depths = map_relative_errors(map_points, [k.t_ref_ns for k in keyframes if k.point_count],
-                                                 truth, trajectory, calibration, with_depths=True)
+    map_errors, map_depths = map_relative_errors(map_points, [k.t_ref_ns for k in keyframes if not k.warning],
+                                                 truth, trajectory, calibration, with_depths=True,
+                                                 point_views=pipeline.map.point_keyframes())
     point_errors, point_ratios = _keyframe_point_errors(keyframes, truth, trajectory, calibration)
     map_ratios = _sigma_ratios(map_errors, map_depths, map_sigma)
     duration_s = (int(events.t[-1]) - int(events.t[0])) / 1e9 if len(events) > 1 else 0.0
