@@ -84,8 +84,10 @@ class SensorRun:
 
 
 #: the issue's three sensors; peaks chosen so that the rate reaches the target's (imx636_15: the
-#: 1280x720 at issue 32's lower rate, 15 Mev/s, at 88 deg/s)
+#: 1280x720 at issue 32's lower rate, 15 Mev/s, at 88 deg/s; davis240c: issue 32's fast rotation of the
+#: DAVIS240C, 500 deg/s, about 2 Mev/s, its targets <= 1.5 deg/s and 0.95 of the slots)
 RUNS = {
+    "davis240c": SensorRun("davis240c", 500.0, 2.0, 1.5, 20.0, 1.5),
     "imx636": SensorRun("imx636", 152.0, 1.0, 15.0, 40.0, 2.0),
     "imx636_15": SensorRun("imx636", 88.0, 1.0, 15.0, 40.0, 1.5),
     "dvxplorer": SensorRun("dvxplorer", 200.0, 2.0, 10.0, 30.0, 2.0),

@@ -50,8 +50,9 @@ SEEDS = {"tune": (11,), "report": (23,)}
 #: the start of each sequence left out: the first windows, planned before any estimate
 COLD_S = 0.1
 #: the auto windows' rule before issue 32 (3 deg of rotation, at least 0.3 events per IWE pixel,
-#: at most 0.1 s, one window per output period)
-BEFORE = WindowRule(rotation_deg=3.0, events_per_pixel=0.3, max_duration_s=0.1, stride_share=1.0)
+#: 1 ms to 0.1 s, one window per output period)
+BEFORE = WindowRule(rotation_deg=3.0, events_per_pixel=0.3, min_duration_s=0.001, max_duration_s=0.1,
+                    stride_share=1.0)
 #: a fixed window counts as the best only if it publishes at least this share of its windows
 PUBLISHED_SHARE = 0.9
 #: fixed windows: events per IWE pixel of the ladder
@@ -69,10 +70,13 @@ class Candidate:
 def candidates() -> list[Candidate]:
     """The auto rules tried and the fixed windows they are measured against."""
     rules = [Candidate("auto (before issue 32)", BEFORE), Candidate("auto (the defaults)", WindowRule())]
+    for floor_s in (0.001, 0.015):  # the defaults' shortest window (20 ms) lower
+        rules.append(Candidate(f"auto, the defaults with windows from {floor_s * 1e3:g} ms",
+                               replace(WindowRule(), min_duration_s=floor_s)))
     for events_per_pixel in (0.5, 0.7, 1.0):
         for max_duration_s in (0.025, 0.035):
             rule = replace(BEFORE, events_per_pixel=events_per_pixel, stride_share=0.5, max_duration_s=max_duration_s)
-            if rule != WindowRule():  # the defaults are measured once, by that name
+            if rule != replace(WindowRule(), min_duration_s=0.001):  # measured once, by that name (above)
                 rules.append(Candidate(f"auto, >= {events_per_pixel:g} ev/px, 3 deg, stride 0.5, <= "
                                        f"{max_duration_s * 1e3:g} ms", rule))
     fixed = [Candidate(f"fixed {events_per_pixel:g} ev/px" + (f" /{overlap}" if overlap > 1 else ""),

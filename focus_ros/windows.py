@@ -187,8 +187,8 @@ class WindowRule:
     longer one), overlapping (a new window every ``stride_share`` of a window's length, at most one
     output period apart: each window's warm start comes from closer by); each window thinned to
     the events the estimator takes in ``budget_share`` of the time between windows
-    (:class:`EventBudget`). The defaults of ``events_per_pixel``, ``stride_share`` and
-    ``max_duration_s`` were chosen by measurement (benchmarks/eval_window_rules.py,
+    (:class:`EventBudget`). The defaults of ``events_per_pixel``, ``stride_share``,
+    ``min_duration_s`` and ``max_duration_s`` were chosen by measurement (benchmarks/eval_window_rules.py,
     docs/evaluation/window_rules.md); why the others: docs/design.md, section 6."""
 
     rotation_deg: float = setting(3.0, "auto windows: the camera's rotation within a window at the last estimate's "
@@ -205,7 +205,9 @@ class WindowRule:
     stride_share: float = setting(0.5, "auto windows: the stride between windows as a share of their length "
                                   "(0.5: each event in two windows), at most one output period", minimum=0.05,
                                   maximum=1.0, option=None, parameter=None)
-    min_duration_s: float = setting(0.001, "the shortest window", unit="s", minimum=0.0, option=None, parameter=None)
+    min_duration_s: float = setting(0.02, "the shortest window: at fast rotations the angular velocity is measured "
+                                    "against the image motion across the window", unit="s", minimum=0.0,
+                                    option=None, parameter=None)
     max_duration_s: float = setting(0.035, "auto windows: the longest window, also while the camera stands still",
                                     unit="s", minimum=0.001, maximum=10.0, option=None,
                                     parameter="max_window_duration_s")

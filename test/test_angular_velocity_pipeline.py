@@ -47,9 +47,9 @@ def estimate_of(speed_rad_s: float, withheld: str = "", iterations: int = 7) -> 
 
 
 #: the rotation term of the auto rule on its own at these tests' event rates (the default rule's 0.7
-#: events per pixel would hold the windows at 30 ms here): 3 deg at the estimate's speed, one window
-#: per output period, up to 0.1 s
-ROTATION_RULE = WindowRule(events_per_pixel=0.3, stride_share=1.0, max_duration_s=0.1)
+#: events per pixel would hold the windows at 30 ms here, its floor at 20 ms): 3 deg at the estimate's
+#: speed, one window per output period, 1 ms to 0.1 s
+ROTATION_RULE = WindowRule(events_per_pixel=0.3, stride_share=1.0, min_duration_s=0.001, max_duration_s=0.1)
 
 
 def auto_pipeline(live: bool = False, rule: WindowRule = ROTATION_RULE, **windows) -> AngularVelocityPipeline:
@@ -206,12 +206,13 @@ def jerk_recording():
                           sensor_model("davis240c").calibration(), SensorConfig(), 0).simulate()
 
 
-def run_offline(recording, loss: str, **window_settings) -> tuple[AngularVelocityPipeline, list]:
-    """The recording through the pipeline as ``focus-ros estimate`` runs it (auto windows, the real
-    estimator with the node's settings, its warm start reset when an outcome asks): the pipeline and
-    its (job, outcome, t since the first event in s, true |omega| in rad/s) in order."""
+def run_offline(recording, loss: str, rule: WindowRule = WindowRule(),
+                **window_settings) -> tuple[AngularVelocityPipeline, list]:
+    """The recording through the pipeline as ``focus-ros estimate`` runs it (auto windows by ``rule``,
+    the real estimator with the node's settings, its warm start reset when an outcome asks): the
+    pipeline and its (job, outcome, t since the first event in s, true |omega| in rad/s) in order."""
     pipeline = AngularVelocityPipeline(recording.calibration, dataclasses.replace(real_time_defaults(), loss=loss),
-                                       WindowSettings(**window_settings))
+                                       WindowSettings(**window_settings), rule)
     estimator = AngularVelocityEstimator(recording.calibration, pipeline.settings)
     start_ns = int(recording.events.t[0])
     windows = []
@@ -234,7 +235,8 @@ def test_a_sudden_real_acceleration_runs_ahead_of_the_plan_and_is_published(jerk
     assert any(first and second for first, second in zip(ahead, ahead[1:]))  # the jerk: 2 windows > 1.5x ahead
     settled = [(np.linalg.norm(outcome.estimate.angular_velocity), speed) for _, outcome, t_s, speed in windows
                if t_s >= JERK_AT_S + JERK_RISE_S + 0.01]
-    assert len(settled) > 20 and all(abs(estimate - speed) < 0.03 * speed for estimate, speed in settled)
+    # from 0.14 s to the end (0.3 s) windows of 20 ms every 10 ms: about 15
+    assert len(settled) > 12 and all(abs(estimate - speed) < 0.03 * speed for estimate, speed in settled)
 
 
 def test_a_weak_loss_running_away_is_withheld_counted_and_the_windows_planned_cold(jerk_recording):
@@ -243,12 +245,17 @@ def test_a_weak_loss_running_away_is_withheld_counted_and_the_windows_planned_co
     (faster than the camera could turn) and are published. With the check on, the same windows up
     to the first of them, which is withheld as runaway and counted (the node's /diagnostics key
     withheld_runaway); the window after one is planned as at a start (no speed), estimated as by a
-    new estimator (its warm start forgotten), and no runaway is published."""
+    new estimator (its warm start forgotten), and no runaway is published. The windows: 3 deg of rotation
+    from 1 ms on (the defaults' rule without its 20-ms floor), where the entropy ran away when the check
+    was made (docs/evaluation/runaway.md); with the floor's longer windows it no longer does on this jerk,
+    and a user's shorter windows (``window_duration_s``, fixed counts) still need the check."""
     assert "runaway" in WITHHELD_REASONS
-    unchecked, free = run_offline(jerk_recording, "entropy", max_angular_acceleration=0.0)
+    short = dataclasses.replace(WindowRule(), min_duration_s=0.001)
+    assert not any(ran_away(run_offline(jerk_recording, "entropy", max_angular_acceleration=0.0)[1]))  # the floor
+    unchecked, free = run_offline(jerk_recording, "entropy", short, max_angular_acceleration=0.0)
     assert "runaway" not in unchecked.counts.withheld
     first = next(index for index, ran in enumerate(ran_away(free)) if ran)
-    pipeline, windows = run_offline(jerk_recording, "entropy")
+    pipeline, windows = run_offline(jerk_recording, "entropy", short)
     runaways = [index for index, (_, outcome, _, _) in enumerate(windows) if outcome.withheld == "runaway"]
     assert runaways and runaways[0] == first
     assert [outcome.estimate.t_ref_ns for _, outcome, _, _ in windows[:first + 1]] == [

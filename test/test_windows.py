@@ -134,7 +134,7 @@ def test_slot_cutter_memory_is_bounded_by_the_longest_window():
 
 def test_auto_window_shrinks_with_motion_and_grows_with_pixel_count():
     # the formula, with the bounds of the rule before issue 32 (so that each term shows)
-    rule = WindowRule(events_per_pixel=0.3, max_duration_s=0.1, stride_share=1.0)
+    rule = WindowRule(events_per_pixel=0.3, max_duration_s=0.1, stride_share=1.0, min_duration_s=0.001)
     pixels, rate = 240 * 180, 1e6
     slow, fast = rule.duration_ns(pixels, 0.6, rate), rule.duration_ns(pixels, 2.4, rate)
     # the camera turns rotation_deg within a window: four times the speed, a quarter of the time
@@ -149,6 +149,11 @@ def test_auto_window_shrinks_with_motion_and_grows_with_pixel_count():
     assert rule.duration_ns(pixels, None, None) == int(rule.output_period_s * 1e9)
     assert rule.stride_ns(int(0.005e9)) == int(0.005e9)
     assert rule.stride_ns(int(0.08e9)) == int(rule.output_period_s * 1e9)
+    # the defaults' floor: however fast the camera turns, a window spans at least 20 ms (at 10 Mev/s,
+    # where the events per pixel take 3 ms): 3 deg at 8 rad/s is 6.5 ms, at 2 rad/s 26 ms
+    defaults = WindowRule()
+    assert defaults.duration_ns(pixels, 8.0, 1e7) == int(0.02e9) == 2 * defaults.stride_ns(int(0.02e9))
+    assert defaults.duration_ns(pixels, 2.0, 1e7) == round(np.deg2rad(3.0) / 2.0 * 1e9)
     # overlapping windows: a new one every stride_share of a window, at most one output period apart
     overlapping = WindowRule(stride_share=0.5)
     assert overlapping.stride_ns(int(0.01e9)) == int(0.005e9)
@@ -157,7 +162,8 @@ def test_auto_window_shrinks_with_motion_and_grows_with_pixel_count():
 
 def test_adaptive_windows_plan_the_next_window_from_the_last_estimate():
     events = dense_stream(40_000)
-    windows = AdaptiveWindows(WindowRule(output_period_s=0.002, max_duration_s=0.05, events_per_pixel=0.0),
+    windows = AdaptiveWindows(WindowRule(output_period_s=0.002, max_duration_s=0.05, events_per_pixel=0.0,
+                                         min_duration_s=0.001),
                               pixels=1000, max_events=500)
     done = windows.push(events[:5000])
     assert done and all(len(w.events) <= 500 for w in done)
@@ -226,18 +232,18 @@ def test_live_windows_overlap_only_as_far_as_the_estimator_keeps_up():
     """Live, overlapping windows (a new one every half window) cost twice the estimates: while the
     estimator takes a whole window within budget_share of the half-window stride they overlap;
     when it is slower the stride grows (at most one output period) before any window is thinned."""
-    rule = WindowRule()  # 0.7 events per pixel, a new window every half window, at most 35 ms
+    rule = WindowRule()  # 0.7 events per pixel, 20-35 ms, a new window every half window
     pixels = 20_000
-    events = dense_stream(200_000)  # about 1 event per us: a 14,000-event window lasts about 14 ms
+    events = dense_stream(200_000)  # about 1 event per us: 14,000 events in 14 ms, a window at least 20 ms
     for seconds_per_event, overlapping in ((1e-7, True), (1e-6, False)):
         windows = AdaptiveWindows(rule, pixels, live=True)
         done = windows.push(events[:60_000])
         for window in done[:4]:
             windows.after_estimate(window, angular_speed_rad_s=np.deg2rad(3.0) / 0.001,  # windows as short as
-                                   estimator_s=seconds_per_event * len(window.events))  # the event floor lets
+                                   estimator_s=seconds_per_event * len(window.events))  # the 20-ms floor lets
         duration = windows.duration_ns
         assert duration == rule.duration_ns(pixels, np.deg2rad(3.0) / 0.001, windows.event_rate_hz)
-        if overlapping:  # 14,000 events take 1.4 ms, well within 0.6 of a 7-ms stride
+        if overlapping:  # 20,000 events take 2 ms, well within 0.6 of a 10-ms stride
             assert windows.stride_ns == rule.stride_ns(duration) == duration // 2
-        else:  # 14 ms per window: more than 0.6 of the 20-ms output period even, so the stride is that
+        else:  # 20 ms per window: more than 0.6 of the 20-ms output period even, so the stride is that
             assert windows.stride_ns == int(rule.output_period_s * 1e9) > rule.stride_ns(duration)
