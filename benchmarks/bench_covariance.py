@@ -3,7 +3,7 @@
 The node computes the covariance (:mod:`focus_ros.estimators.covariance`, three more gradient
 evaluations) only while someone subscribes to ``imu`` or ``twist``; this measures what that
 choice saves. One simulated sequence (a preset, seed 0, the given sensor) is cut into windows
-of a fixed number of events (30,000: config/davis240c.yaml's windows), and the same windows
+of a fixed number of events (30,000: the Event Camera Dataset's windows), and the same windows
 are estimated in order with the node's settings (``real_time_settings()``), once with and once
 without the covariance, alternating, ``--runs`` times in this one process (a fresh estimator
 per pass, so each pass has the same warm starts). Printed per pass: CPU ms per window

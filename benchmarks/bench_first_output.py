@@ -36,7 +36,8 @@ from ros_harness import client_node, spin_until  # noqa: E402
 
 NODES = {
     "angular_velocity_node": (["--params-file", str(CONFIG / "davis240c.yaml"), "-r", "events:=/dvs/events",
-                               "-p", "qos_reliability:=reliable"], "rotation_short", "/angular_velocity"),
+                               "-p", "qos_reliability:=reliable", "-p", "window_events:=30000"], "rotation_short",
+                              "/angular_velocity"),
     "depth_node": (["--params-file", str(CONFIG / "depth_davis240c.yaml"), "-r", "events:=/dvs/events",
                     "-r", "pose:=/optitrack/davis", "-p", "qos_reliability:=reliable",
                     "-p", "keyframe_events:=300000"], "slider", "/depth/points"),

@@ -85,6 +85,7 @@ class NodeUnderTest:
     output_type: tuple[str, str]
     make_estimator: Callable[[str, bool], Any]
     estimate: Callable[[Any, Any], Any] = lambda estimator, window: estimator.estimate(window)
+    arguments: tuple[str, ...] = ()  # node arguments beside the parameter file's
 
 
 def _angular_velocity_estimator(loss: str, polarity: bool):
@@ -101,7 +102,8 @@ def _optical_flow_estimator(loss: str, polarity: bool):
 NODES = {
     "angular_velocity": NodeUnderTest("angular_velocity_node", "davis240c.yaml", "/angular_velocity",
                                       ("geometry_msgs.msg", "TwistStamped"), _angular_velocity_estimator,
-                                      lambda estimator, window: estimator.estimate(window, covariance=False)),
+                                      lambda estimator, window: estimator.estimate(window, covariance=False),
+                                      ("-p", f"window_events:={WINDOW_EVENTS}")),
     "optical_flow": NodeUnderTest("optical_flow_node", "optical_flow.yaml", "/optical_flow",
                                   ("sensor_msgs.msg", "Image"), _optical_flow_estimator),
 }
@@ -230,7 +232,7 @@ def measure(loss: str, polarity: bool, windows, message_s: float, log_dir: Path,
     output_type = getattr(importlib.import_module(under_test.output_type[0]), under_test.output_type[1])
     node = NodeProcess([str(Path(sys.executable).parent / under_test.executable), "--ros-args", "--params-file",
                         str(ROOT / "config" / under_test.params_file), "-r", "events:=/dvs/events",
-                        "-p", "camera_info_timeout_s:=0.2", "-p", f"loss:={loss}",
+                        *under_test.arguments, "-p", "camera_info_timeout_s:=0.2", "-p", f"loss:={loss}",
                         "-p", f"use_polarity:={'true' if polarity else 'false'}",
                         *(["-p", "estimator_process:=false"] if thread else []),
                         *(["-p", f"estimator_cpus:={estimator_cpu}"] if estimator_cpu is not None else [])],

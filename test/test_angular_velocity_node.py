@@ -21,7 +21,7 @@ from event_camera_msgs.msg import EventPacket  # noqa: E402
 from geometry_msgs.msg import TwistStamped  # noqa: E402
 from sensor_msgs.msg import CameraInfo, Image  # noqa: E402
 
-from conftest import REPOSITORY_ROOT, slice_events  # noqa: E402
+from conftest import DATASET_WINDOWS, REPOSITORY_ROOT, slice_events  # noqa: E402
 from focus_ros import codecs  # noqa: E402
 from focus_ros.camera import Calibration  # noqa: E402
 from focus_ros.events import Events  # noqa: E402
@@ -40,8 +40,11 @@ def ros(tmp_path, monkeypatch):
 
 
 def start_node(ros, *ros_args, params_file=PARAMS_FILE, reliable=True):
-    """The angular velocity node with the DAVIS240C params file; reliable QoS unless told."""
-    return ros.start("angular_velocity_node", *ros_args, params_file=params_file, reliable=reliable)
+    """The angular velocity node with the DAVIS240C params file and the dataset's 30,000-event windows
+    (a later ``-p window_events:=`` in ros_args overrides them; another params file sets its own:
+    a ``-p`` would override the file's); reliable QoS unless told."""
+    windows = DATASET_WINDOWS if params_file == PARAMS_FILE else ()
+    return ros.start("angular_velocity_node", *windows, *ros_args, params_file=params_file, reliable=reliable)
 
 
 def publish_event_array(ros, events: Events, topic="/dvs/events", per_message=5000, frame_id="dvs"):

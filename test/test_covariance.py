@@ -90,7 +90,7 @@ def test_no_focus_means_no_information():
 
 def test_estimates_of_real_windows_carry_a_covariance_that_shrinks_with_the_window():
     """On real events (boxes_rotation): every published window has a finite, symmetric, positive
-    definite covariance; a window of 30,000 events (config/davis240c.yaml's windows) pins omega down better
+    definite covariance; a window of 30,000 events (the Event Camera Dataset's windows) pins omega down better
     than a third of it (1.5 ms: about one pixel of motion) — the largest variance is smaller."""
     from focus_ros.estimators.angular_velocity import AngularVelocityEstimator, real_time_settings
     events = slice_events("boxes_rotation")

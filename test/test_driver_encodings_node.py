@@ -16,7 +16,7 @@ pytest.importorskip("event_camera_msgs.msg", reason="interface packages not buil
 from event_camera_msgs.msg import EventPacket  # noqa: E402
 from geometry_msgs.msg import TwistStamped  # noqa: E402
 
-from conftest import REPOSITORY_ROOT, peer_bag, slice_folder  # noqa: E402
+from conftest import DATASET_WINDOWS, REPOSITORY_ROOT, peer_bag, slice_folder  # noqa: E402
 from focus_ros import codecs  # noqa: E402
 from focus_ros.events import Events  # noqa: E402
 from focus_ros.sources import bags  # noqa: E402
@@ -40,7 +40,8 @@ def start_estimator(ros, *ros_args):
     """The angular velocity node on EventPacket messages at /event_camera/events, reliable QoS."""
     return ros.start("angular_velocity_node", "-r", "events:=/event_camera/events",
                      "-p", "event_message_type:=event_camera_msgs/EventPacket",
-                     "-p", "camera_info_timeout_s:=0.5", *ros_args, params_file=PARAMS_FILE, reliable=True)
+                     "-p", "camera_info_timeout_s:=0.5", *DATASET_WINDOWS, *ros_args, params_file=PARAMS_FILE,
+                     reliable=True)
 
 
 def stamp_ns(message) -> int:

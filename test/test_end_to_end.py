@@ -57,7 +57,8 @@ def replay_through_node(bag, recording, env, collector, executor, tmp_path):
     collector.create_subscription(DiagnosticArray, "/diagnostics", reports.append, 10)
     with NodeProcess([executable("angular_velocity_node"), "--ros-args", "--params-file",
                       str(REPOSITORY_ROOT / "config" / "davis240c.yaml"), "-r", "events:=/dvs/events",
-                      "-p", "qos_reliability:=reliable", "-p", "queue_policy:=all"],
+                      "-p", "qos_reliability:=reliable", "-p", "queue_policy:=all",
+                      "-p", f"window_events:={WINDOW_EVENTS}"],
                      env, tmp_path / "node.log") as node:
         # start the bag once the node's reports reach this test: discovery in both directions is
         # done, so no estimate goes out before this collector is matched
@@ -96,7 +97,7 @@ def check_estimates(estimates, node_log, bag, recording, env, tmp_path):
     # offline: the same bag, the same windows and settings -> the same estimates
     output = tmp_path / "offline.csv"
     result = subprocess.run([executable("focus-ros"), "estimate", str(bag), "--output", str(output),
-                             "--window-events", str(WINDOW_EVENTS)],  # the node's windows (davis240c.yaml)
+                             "--window-events", str(WINDOW_EVENTS)],  # the node's windows
                             capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 0, result.stderr
     with open(output) as handle:

@@ -31,7 +31,7 @@ from dvs_msgs.msg import EventArray  # noqa: E402
 from geometry_msgs.msg import TwistStamped, TwistWithCovarianceStamped  # noqa: E402
 from sensor_msgs.msg import Imu  # noqa: E402
 
-from conftest import REPOSITORY_ROOT, slice_events  # noqa: E402
+from conftest import DATASET_WINDOWS, REPOSITORY_ROOT, slice_events  # noqa: E402
 from focus_ros import codecs  # noqa: E402
 from focus_ros.events import Events  # noqa: E402
 from ros_harness import check_worker_restart_reported, node_session, spin_until  # noqa: E402
@@ -189,8 +189,8 @@ def test_a_bag_played_the_moment_the_node_starts_is_estimated_from_its_first_win
         reports = []
         client.create_subscription(DiagnosticArray, "/diagnostics", reports.append, 10)
         node = NodeProcess([executable("angular_velocity_node"), "--ros-args", "--params-file", str(PARAMS_FILE),
-                            "-r", "events:=/dvs/events", "-p", "qos_reliability:=reliable"], env,
-                           tmp_path / "node.log")
+                            "-r", "events:=/dvs/events", "-p", "qos_reliability:=reliable", *DATASET_WINDOWS],
+                           env, tmp_path / "node.log")
         # as `ros2 bag play` started with the node, but without losing what goes before the node has
         # subscribed (that is discovery, not the node's readiness): the replay waits for the subscription
         replay = NodeProcess([executable("focus-ros"), "replay", str(bag), "--rate", "1",

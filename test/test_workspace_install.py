@@ -21,7 +21,7 @@ from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
 from dvs_msgs.msg import EventArray  # noqa: E402
 from geometry_msgs.msg import TwistStamped  # noqa: E402
 
-from conftest import BOXES_ROTATION_REFERENCE, REPOSITORY_ROOT, slice_folder  # noqa: E402
+from conftest import BOXES_ROTATION_REFERENCE, DATASET_WINDOWS, REPOSITORY_ROOT, slice_folder  # noqa: E402
 from focus_ros import codecs  # noqa: E402
 from focus_ros.sources.ecd import read_ecd_folder  # noqa: E402
 from ros_harness import PACKAGE, NodeProcess, client_node, install_prefix, spin_until  # noqa: E402
@@ -78,10 +78,10 @@ def test_install_tree_has_every_executable_and_file(prefix):
 def test_installed_node_answers_real_events(prefix, tmp_path, monkeypatch):
     """Started as `ros2 run focus_ros angular_velocity_node --ros-args --params-file <installed config>`:
     it reports on /diagnostics and turns real DAVIS events into an angular velocity in rad/s."""
-    events = read_ecd_folder(slice_folder("boxes_rotation")).events  # 30,000: one window of the params file
+    events = read_ecd_folder(slice_folder("boxes_rotation")).events  # 30,000: one of the dataset's windows
     command = [str(ros2_run_path(PACKAGE, "angular_velocity_node")), "--ros-args", "--params-file",
                str(prefix / "share" / PACKAGE / "config" / "davis240c.yaml"), "-r", "events:=/dvs/events",
-               "-p", "qos_reliability:=reliable", "-p", "camera_info_timeout_s:=0.5"]
+               "-p", "qos_reliability:=reliable", "-p", "camera_info_timeout_s:=0.5", *DATASET_WINDOWS]
     with client_node("workspace_client", monkeypatch) as (env, client, executor):
         reports, estimates = [], []
         client.create_subscription(DiagnosticArray, "/diagnostics", reports.append, 10)

@@ -109,7 +109,7 @@ def report(args, recording, t_ns, omega, node_log) -> int:
     truth = ground_truth.at(t_ns)
     statistics = error_statistics(omega, truth, ground_truth.peak_deg_s())
     x, y, z = statistics.rms_per_axis
-    print(f"[4/4] RMS error against ground truth over {statistics.used} windows of 30,000 events (deg/s):")
+    print(f"[4/4] RMS error against ground truth over {statistics.used} windows (the node's auto windows; deg/s):")
     print(f"      x {x:.2f}   y {y:.2f}   z {z:.2f}   "
           f"(all axes {statistics.rms:.2f} = {statistics.rms_percent_of_peak:.2f} % of the peak "
           f"{ground_truth.peak_deg_s():.0f} deg/s)")
