@@ -16,7 +16,7 @@ from argparse import Namespace
 import numpy as np
 import pytest
 
-from conftest import slice_events
+from conftest import DATASET_WINDOWS, slice_events
 from focus_ros.camera import Calibration
 from focus_ros.estimators.angular_velocity import (WITHHELD_REASONS, AngularVelocityEstimator, WindowEstimate,
                                                    real_time_settings)
@@ -295,7 +295,7 @@ def ran_away(windows) -> list[bool]:
 
 def test_the_node_and_the_command_line_give_the_same_estimates_for_the_same_bag(tmp_path, monkeypatch):
     """A simulated DAVIS240C rotation as a ROS 2 bag: ``focus-ros estimate`` on it, and
-    ``angular_velocity_node`` (the demo's params file: windows of 30,000 events; queue_policy all)
+    ``angular_velocity_node`` (the demo's params file with the dataset's windows of 30,000 events; queue_policy all)
     with the bag replayed at the estimator's pace. Both go through the one pipeline with the same
     windows and settings, and a warm start is deterministic given the same windows in the same
     order: the same window times and angular velocities, to the CSV's 9 decimals (rad/s).
@@ -322,7 +322,8 @@ def test_the_node_and_the_command_line_give_the_same_estimates_for_the_same_bag(
     cli_omega = np.array([[float(row[key]) for key in ("wx", "wy", "wz")] for row in rows])
     assert len(rows) >= 10
 
-    node_t_ns, node_omega, node_log = rotation.run_node_and_replay(Namespace(output=tmp_path, loss="variance"), bag)
+    node_t_ns, node_omega, node_log = rotation.run_node_and_replay(Namespace(output=tmp_path, loss="variance"), bag,
+                                                                   DATASET_WINDOWS)
     assert len(node_t_ns) == len(cli_t_ns), node_log.read_text()[-3000:]
     # t_ref printed with 9 decimals of a second: exact to the nanosecond up to float rounding
     np.testing.assert_allclose(node_t_ns, cli_t_ns, atol=2)

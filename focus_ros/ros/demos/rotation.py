@@ -50,8 +50,9 @@ SETTLE_TIMEOUT_S = 60.0
 NODE_INPUTS = ["/dvs/events", "/dvs/camera_info"]
 
 
-def run_node_and_replay(args, bag: Path):
-    """Start the node in a subprocess, wait until it is ready, replay the bag paced by its
+def run_node_and_replay(args, bag: Path, node_arguments: tuple[str, ...] = ()):
+    """Start the node in a subprocess (``node_arguments``: more of its ROS arguments, e.g.
+    ``("-p", "window_events:=30000")``), wait until it is ready, replay the bag paced by its
     estimates, wait until it has handled every window, collect the estimates."""
     from geometry_msgs.msg import TwistStamped
 
@@ -59,7 +60,8 @@ def run_node_and_replay(args, bag: Path):
     node_log = args.output / "angular_velocity_node.log"
     executable = Path(sys.executable).parent / "angular_velocity_node"
     command = [str(executable), "--ros-args", "--params-file", str(share), "-r", "events:=/dvs/events",
-               "-p", f"loss:={args.loss}", "-p", "qos_reliability:=reliable", "-p", "queue_policy:=all"]
+               "-p", f"loss:={args.loss}", "-p", "qos_reliability:=reliable", "-p", "queue_policy:=all",
+               *node_arguments]
     print(f"[2/4] starting the node: angular_velocity_node --ros-args --params-file {share.name} "
           f"-r events:=/dvs/events -p loss:={args.loss} -p queue_policy:=all")
     estimates = []
