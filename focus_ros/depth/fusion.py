@@ -95,11 +95,12 @@ def _cell_keys(points, rotation, position, pixel_rad, depth_tolerance):
 
 
 @njit(cache=True, nogil=True)
-def _confirm_held(held_keys, held_log_depths, held_own_bits, held_agreed, held_shift, held_shifts, bit, near_keys,
-                  near_new_mean, near_bits, near_sum, near_count):
+def _confirm_held(held_keys, held_log_depths, held_keyframe_numbers, held_agreed, held_shift, held_shifts, bit,
+                  near_keys, near_new_mean, near_bits, near_sum, near_count):
     """Held points whose cell is one of near_keys (sorted: the cells touching a new point's) gain
     ``bit`` (the new keyframe's) and a shift (near_new_mean, the new points' mean ln z around that
-    cell, minus their own ln z); each such cell collects the held points' own bits and ln z."""
+    cell, minus their own ln z); each such cell collects the held points' own bits (their keyframe's
+    number mod 64) and ln z."""
     for i in range(len(held_keys)):
         key = held_keys[i]
         if key < 0:
@@ -109,7 +110,7 @@ def _confirm_held(held_keys, held_log_depths, held_own_bits, held_agreed, held_s
             held_agreed[i] |= bit
             held_shift[i] += near_new_mean[j] - held_log_depths[i]
             held_shifts[i] += 1
-            near_bits[j] |= held_own_bits[i]
+            near_bits[j] |= np.uint64(1) << np.uint64(held_keyframe_numbers[i] % 64)
             near_sum[j] += held_log_depths[i]
             near_count[j] += 1
 
@@ -140,8 +141,7 @@ class FusedMap:
     def clear(self) -> None:
         self.points_world = np.empty((0, 3), np.float32)  # every point held, as estimated (m)
         self.origins = np.empty((0, 3), np.float32)       # its keyframe's camera position (m)
-        self.own_bit = np.empty(0, np.uint64)               # bit of the keyframe that made each point
-        self.keyframe_number = np.empty(0, np.int64)        # that keyframe's number (0: the first one added)
+        self.keyframe_number = np.empty(0, np.int64)        # the keyframe that made it (0: the first one added)
         self.agreed_by = np.empty(0, np.uint64)             # bits of the keyframes that agree (own included)
         self.shift = np.empty(0, np.float64)                # sum over the comparisons: others' mean ln z - own
         self.shifts = np.empty(0, np.int64)                 # how many comparisons found others around it
@@ -189,8 +189,8 @@ class FusedMap:
             near_sum, near_count = np.zeros(len(near_keys)), np.zeros(len(near_keys), np.int64)
             held_keys, held_log_depths = _cell_keys(self.points_world, rotation, position, float(pixel_rad),
                                                     self.depth_tolerance)
-            _confirm_held(held_keys, held_log_depths, self.own_bit, self.agreed_by, self.shift, self.shifts, bit,
-                          near_keys, near_new_mean, near_bits, near_sum, near_count)
+            _confirm_held(held_keys, held_log_depths, self.keyframe_number, self.agreed_by, self.shift, self.shifts,
+                          bit, near_keys, near_new_mean, near_bits, near_sum, near_count)
             agreed[seen] |= np.bitwise_or.reduce(near_bits[index], axis=1)[inverse]
             held_sum, held_count = near_sum[index].sum(axis=1)[inverse], near_count[index].sum(axis=1)[inverse]
             found = held_count > 0
@@ -198,7 +198,6 @@ class FusedMap:
             shifts[seen[found]] = 1
         self.points_world = np.concatenate([self.points_world, points])
         self.origins = np.concatenate([self.origins, np.repeat(position[None].astype(np.float32), len(points), 0)])
-        self.own_bit = np.concatenate([self.own_bit, np.full(len(points), bit, np.uint64)])
         self.keyframe_number = np.concatenate([self.keyframe_number, np.full(len(points), self.keyframes - 1)])
         self.agreed_by = np.concatenate([self.agreed_by, agreed])
         self.shift = np.concatenate([self.shift, shift])
@@ -248,6 +247,5 @@ class FusedMap:
         the order their keyframes came)."""
         excess = len(self.points_world) - self.max_points
         if excess > 0:
-            for name in ("points_world", "origins", "own_bit", "keyframe_number", "agreed_by", "shift", "shifts",
-                         "sigma_m"):
+            for name in ("points_world", "origins", "keyframe_number", "agreed_by", "shift", "shifts", "sigma_m"):
                 setattr(self, name, getattr(self, name)[excess:])
